@@ -1,0 +1,128 @@
+"""Located problems, the exceptions that carry them, and their one output format.
+
+Every problem gatecfg reports about user input reads
+
+    path:line:col: error: dotted.path: message
+      hint: what to write instead
+
+so that it can be grepped, clicked in an editor and turned into a GitHub annotation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Self
+
+Severity = Literal["error", "warning"]
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_INPUT = 2
+EXIT_STORE = 3
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A place in a file; line and col are 1-based, either may be unknown."""
+
+    path: str
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.path]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+
+@dataclass(frozen=True)
+class Problem:
+    location: Location
+    message: str
+    dotted: str = ""
+    hint: str | None = None
+    severity: Severity = "error"
+
+    def text(self) -> str:
+        head = f"{self.location}: {self.severity}: "
+        if self.dotted:
+            head += f"{self.dotted}: "
+        head += self.message
+        if self.hint:
+            head += f"\n  hint: {self.hint}"
+        return head
+
+    def github(self) -> str:
+        """A GitHub Actions workflow command that annotates the line in the PR."""
+        props = [f"file={_escape_property(self.location.path)}"]
+        if self.location.line is not None:
+            props.append(f"line={self.location.line}")
+        if self.location.col is not None:
+            props.append(f"col={self.location.col}")
+        props.append("title=gatecfg")
+        body = f"{self.dotted}: {self.message}" if self.dotted else self.message
+        if self.hint:
+            body += f"\nhint: {self.hint}"
+        return f"::{self.severity} {','.join(props)}::{_escape_data(body)}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "path": self.location.path,
+            "line": self.location.line,
+            "col": self.location.col,
+            "severity": self.severity,
+            "dotted": self.dotted,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_problems(problems: Iterable[Problem], fmt: str) -> str:
+    """Render problems as `text`, `github` or `json` (one JSON array)."""
+    items = sorted(problems, key=lambda p: (p.location, p.dotted, p.message))
+    if fmt == "json":
+        return json.dumps([p.as_json() for p in items], indent=2)
+    render = Problem.github if fmt == "github" else Problem.text
+    return "\n".join(render(p) for p in items)
+
+
+class GatecfgError(Exception):
+    """An error meant for the user: printed as located problems, never as a traceback."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(p.text() for p in self.problems))
+
+    @classmethod
+    def at(
+        cls, location: Location | str, message: str, *, dotted: str = "", hint: str | None = None
+    ) -> Self:
+        loc = location if isinstance(location, Location) else Location(location)
+        return cls([Problem(loc, message, dotted=dotted, hint=hint)])
+
+
+class InputError(GatecfgError):
+    """Invalid gate files, records or arguments: exit code 2."""
+
+    exit_code = EXIT_INPUT
+
+
+class StoreError(GatecfgError):
+    """The history store could not be reached, read or written: exit code 3."""
+
+    exit_code = EXIT_STORE
