@@ -109,9 +109,7 @@ class GatecfgError(Exception):
         super().__init__("\n".join(p.text() for p in self.problems))
 
     @classmethod
-    def at(
-        cls, location: Location | str, message: str, *, dotted: str = "", hint: str | None = None
-    ) -> Self:
+    def at(cls, location: Location | str, message: str, *, dotted: str = "", hint: str | None = None) -> Self:
         loc = location if isinstance(location, Location) else Location(location)
         return cls([Problem(loc, message, dotted=dotted, hint=hint)])
 

@@ -1,8 +1,189 @@
-"""Pydantic models of base files and gate files (SPEC §3)."""
+"""Pydantic models of base files and gate files (SPEC §3): what may be written, not what it resolves to.
+
+Every field of a gate is optional here because inheritance needs to know what was *written*
+(`model_fields_set`), including an explicit `null`; `resolve` turns these into complete gates.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 # `all`, `last`, or distinct steps >= 0 (kept sorted).
 Steps = Literal["all", "last"] | tuple[int, ...]
+
+STEPS_HINT = "write `all`, `last`, or a list of logged steps such as [0, 100, 199]"
+
+
+def _steps(value: Any) -> Steps | None:
+    if value is None:  # unset; an explicit null is refused by GateSpec before this runs
+        return None
+    if value in ("all", "last"):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, list):
+        if not value:
+            raise PydanticCustomError("steps", "the list of steps is empty")
+        steps: list[int] = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise PydanticCustomError(
+                    "steps", "steps are whole numbers >= 0, got {item}", {"item": _show(item)}
+                )
+            if item in steps:
+                raise PydanticCustomError("steps", "step {item} is listed twice", {"item": item})
+            steps.append(item)
+        return tuple(sorted(steps))
+    raise PydanticCustomError(
+        "steps", "must be `all`, `last` or a list of steps, got {got}", {"got": _show(value)}
+    )
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_STEPS_SCHEMA: dict[str, Any] = {
+    "description": "`all` (every logged step), `last` (the last logged point, stored as step -1), "
+    "or a list of distinct steps >= 0. Part of the key.",
+    "anyOf": [
+        {"enum": ["all", "last"]},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True},
+    ],
+}
+StepsField = Annotated[Steps | None, BeforeValidator(_steps), WithJsonSchema(_STEPS_SCHEMA)]
+MetricName = Annotated[str, Field(min_length=1, pattern=r"^\S(.*\S)?$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def _one_of(*names: str) -> dict[str, Any]:
+    return {"anyOf": [{"required": [name]} for name in names]}
+
+
+class Constraint(_Model):
+    """The history band. A side with neither of its two keys is open (infinite). Part of the key."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_one_of("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
+    )
+
+    rel_up: NonNegative | None = None
+    abs_floor_up: NonNegative | None = None
+    rel_down: NonNegative | None = None
+    abs_floor_down: NonNegative | None = None
+
+    @model_validator(mode="after")
+    def _one_side(self) -> Constraint:
+        if not self.literal():
+            raise PydanticCustomError(
+                "constraint_empty",
+                "a constraint needs at least one side (rel_up/abs_floor_up or rel_down/abs_floor_down); "
+                "write `constraint: null` to track the metric without gating it",
+            )
+        return self
+
+    def literal(self) -> dict[str, float]:
+        """The written keys only: what the constraint key is made of."""
+        return self.model_dump(exclude_none=True)
+
+
+class Limits(_Model):
+    """Absolute bounds that read no history. Not part of the key."""
+
+    model_config = ConfigDict(json_schema_extra=_one_of("min", "max"))
+
+    min: Finite | None = None
+    max: Finite | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Limits:
+        if self.min is None and self.max is None:
+            raise PydanticCustomError("limits_empty", "limits need `min`, `max` or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise PydanticCustomError(
+                "limits_order", "min ({min}) is above max ({max})", {"min": self.min, "max": self.max}
+            )
+        return self
+
+    def literal(self) -> dict[str, float]:
+        return self.model_dump(exclude_none=True)
+
+
+class GateSpec(_Model):
+    """One metric's declaration, in a gate file or in a base file's defaults."""
+
+    steps: StepsField = None
+    constraint: Annotated[
+        Constraint | None,
+        Field(description="The band around the history mean; `null` tracks the metric without gating it."),
+    ] = None
+    limits: Annotated[
+        Limits | None, Field(description="Absolute `min`/`max` bounds that read no history.")
+    ] = None
+    enforce: Annotated[
+        bool | None,
+        WithJsonSchema({"type": "boolean", "description": "A failure fails the CI job (else: shadow)."}),
+    ] = None
+
+    @field_validator("steps", "enforce", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Only written values get here: `null` would read as "written", yet means nothing for these.
+        if value is None:
+            raise PydanticCustomError(
+                "null_field",
+                "`{name}: null` has no meaning here",
+                {"name": info.field_name},
+            )
+        return value
+
+
+class Policy(_Model):
+    """Evaluation policy; never part of a key."""
+
+    window: Annotated[int, Field(ge=1)] | None = None
+    min_history: Annotated[int, Field(ge=0)] | None = None
+    enforce: bool | None = None
+
+
+class Rule(_Model):
+    """A repo-wide rule checked by lint on every gate file that inherits the base file declaring it."""
+
+    name: Annotated[str, Field(min_length=1)]
+    require: Annotated[tuple[MetricName, ...], Field(min_length=1, strict=False)]
+    when: Literal["always", "gated"] = "always"
+    under: str | None = None
+    reason: str | None = None
+
+
+class BaseFile(_Model):
+    version: Literal[1]
+    extends: Annotated[str, Field(min_length=1)] | None = None
+    defaults: dict[MetricName, GateSpec] = Field(default_factory=dict)
+    policy: Policy = Field(default_factory=Policy)
+    rules: Annotated[tuple[Rule, ...], Field(strict=False)] = ()
+
+
+class GateFile(_Model):
+    test: Annotated[str, Field(min_length=1)]
+    gates: Annotated[dict[MetricName, GateSpec | None], Field(min_length=1)]

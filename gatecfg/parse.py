@@ -1,0 +1,152 @@
+"""Validate loaded YAML against the models and translate every pydantic error back to file:line:col."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from gatecfg.errors import InputError, Problem
+from gatecfg.models import STEPS_HINT, _show
+from gatecfg.yamlio import KeyPath, LoadedDoc, dotted
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_doc(doc: LoadedDoc, model: type[M]) -> M:
+    """The validated model, or an InputError listing every problem with its position."""
+    if not isinstance(doc.data, dict):
+        kind = "a list" if isinstance(doc.data, list) else f"`{_show(doc.data)}`"
+        raise InputError(
+            [
+                Problem(
+                    doc.location(()),
+                    f"the file must be a mapping of keys, not {kind}",
+                    hint="a gate file starts with `test:` and `gates:`; a base file with `version: 1`",
+                )
+            ]
+        )
+    try:
+        return model.model_validate(doc.data)
+    except ValidationError as exc:
+        problems = [_problem(doc, model, err) for err in exc.errors()]
+        raise InputError(sorted(_dedupe(problems), key=lambda p: p.location)) from None
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        if p.text() not in seen:
+            seen.add(p.text())
+            out.append(p)
+    return out
+
+
+def _problem(doc: LoadedDoc, model: type[BaseModel], err: ErrorDetails) -> Problem:
+    path: KeyPath = tuple(err["loc"])
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        key = str(path[-1])
+        allowed = _allowed_keys(model, path[:-1])
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        suggestion = f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}"
+        return Problem(doc.location(path, key=True), f"unknown key `{key}`", dotted(path), suggestion)
+    if kind == "missing":
+        missing = str(path[-1])
+        return Problem(
+            doc.location(path[:-1], key=True),
+            f"missing required key `{missing}`",
+            dotted(path[:-1]) if path[:-1] else "",
+            _MISSING_HINTS.get(missing),
+        )
+    message, hint = _message(kind, err, value)
+    return Problem(doc.location(path), message, dotted(path), hint)
+
+
+_MISSING_HINTS = {
+    "test": "name the test this file gates, e.g. `test: tests/e2e/test_foo_ci.py`",
+    "gates": "declare at least one metric under `gates:`",
+    "version": "write `version: 1` at the top of the base file",
+    "require": "list the metrics the rule requires, e.g. `require: [perf/actor_train_mfu]`",
+    "name": "give the rule a short name, e.g. `name: mfu-tracked`",
+}
+
+
+def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]:
+    got = _show(value)
+    ctx = err.get("ctx") or {}
+    if kind in {"float_type", "int_type", "float_parsing", "int_parsing"}:
+        what = "a whole number" if kind.startswith("int") else "a number"
+        if isinstance(value, bool):
+            return f"must be {what}, not a boolean (`{got}`)", None
+        if isinstance(value, str):
+            return f"must be {what}, got the string {got}", "write the number without quotes"
+        return f"must be {what}, got `{got}`", None
+    if kind == "bool_type":
+        return f"must be true or false, got `{got}`", None
+    if kind == "string_type":
+        return f"must be a string, got `{got}`", None
+    if kind in {"dict_type", "model_type"}:
+        return f"must be a mapping, got `{got}`", None
+    if kind in {"tuple_type", "list_type"}:
+        return f"must be a list, got `{got}`", None
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', 'one of the allowed values')}, got `{got}`", None
+    if kind in {"greater_than_equal", "greater_than"} and "ge" in ctx:
+        return f"must be >= {ctx['ge']:g}, got `{got}`", None
+    if kind == "finite_number":
+        return f"must be a finite number, got `{got}`", None
+    if kind == "steps":
+        return err["msg"], STEPS_HINT
+    if kind == "null_field":
+        return err["msg"], "remove the line to inherit the default"
+    if kind == "string_too_short":
+        return "must not be empty", None
+    if kind == "too_short":
+        return "must not be empty", None
+    if kind == "string_pattern_mismatch":
+        return f"must not be blank or start/end with spaces, got {got}", None
+    return err["msg"], None
+
+
+def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
+    """The field names of the model found by walking `path` down from `model`."""
+    current: Any = model
+    for part in path:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return []
+            current = field.annotation
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        elif get_origin(current) is tuple and isinstance(part, int):
+            current = get_args(current)[0]
+        else:
+            return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Annotated and `X | None` down to the one meaningful type."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation

@@ -1,0 +1,399 @@
+"""Inheritance: load a gate tree, resolve each gate against its base files, and say where literals came from.
+
+Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks each adjacent pair):
+
+1. a field written in the gate file, including an explicit `null` (`constraint: null`, `limits: null`);
+2. `defaults.<metric>.<field>` in the nearest `base.yaml` (the gate file's folder, then each parent
+   folder up to the gates root);
+3. the same in the base file it `extends:`, then the one that extends, and so on;
+4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
+5. built-in: `enforce: false`, no `limits`; policy `window: 20`, `min_history: 1`.
+   `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
+
+A field is taken whole: a nearer `constraint` replaces a farther one, it is never merged key by key,
+so `{rel_down: 0.1}` written anywhere really does leave the up side open.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gatecfg.errors import InputError, Location, Problem
+from gatecfg.keys import constraint_key, coordinate_hash, steps_key
+from gatecfg.models import BaseFile, Constraint, GateFile, GateSpec, Limits, Rule, Steps
+from gatecfg.parse import parse_doc
+from gatecfg.yamlio import LoadedDoc, read_yaml
+
+BASE_NAME = "base.yaml"
+BUILTIN = "built-in default"
+BUILTIN_POLICY: Mapping[str, Any] = {"window": 20, "min_history": 1, "enforce": False}
+GATE_FIELDS = ("steps", "constraint", "limits", "enforce")
+
+
+def display_path(path: Path) -> str:
+    """Paths in messages: relative to the working directory when below it, so editors can open them."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def is_base_file(path: Path) -> bool:
+    return path.name == BASE_NAME or path.name.endswith(".base.yaml")
+
+
+@dataclass(frozen=True)
+class Base:
+    path: Path
+    doc: LoadedDoc
+    model: BaseFile
+
+    def source(self, *key: str | int) -> str:
+        return f"{self.doc.path}:{self.doc.line_of(key)}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    window: int
+    min_history: int
+    enforce: bool
+    sources: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ResolvedGate:
+    test: str
+    file: str
+    line: int
+    metric: str
+    steps: Steps
+    constraint: Constraint | None
+    limits: Limits | None
+    enforce: bool
+    sources: Mapping[str, str]
+
+    @property
+    def gated(self) -> bool:
+        """A gate that can fail: a band, absolute limits, or both. Without either it is tracked."""
+        return self.constraint is not None or self.limits is not None
+
+    @property
+    def steps_key(self) -> str:
+        return steps_key(self.steps)
+
+    @property
+    def constraint_key(self) -> str:
+        return constraint_key(self.constraint)
+
+    def coordinate(self, series: str) -> str:
+        return coordinate_hash(series, self.metric, self.steps_key, self.constraint_key)
+
+    def as_json(self, series: str) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "file": self.file,
+            "line": self.line,
+            "metric": self.metric,
+            "steps": list(self.steps) if isinstance(self.steps, tuple) else self.steps,
+            "constraint": None if self.constraint is None else self.constraint.literal(),
+            "limits": None if self.limits is None else self.limits.literal(),
+            "enforce": self.enforce,
+            "steps_key": self.steps_key,
+            "constraint_key": self.constraint_key,
+            "coordinate": self.coordinate(series),
+            "sources": {name: self.sources[name] for name in GATE_FIELDS},
+        }
+
+
+@dataclass(frozen=True)
+class ResolvedTest:
+    test: str
+    file: str
+    gates: tuple[ResolvedGate, ...]
+    policy: Policy
+    bases: tuple[str, ...]
+
+    def gate(self, metric: str) -> ResolvedGate | None:
+        return next((g for g in self.gates if g.metric == metric), None)
+
+
+@dataclass
+class GateTree:
+    """Everything under a gates root: resolved tests, and every problem found on the way."""
+
+    root: Path
+    tests: dict[str, ResolvedTest] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def test(self, name: str) -> ResolvedTest:
+        if self.problems:
+            raise InputError(self.problems)
+        found = self.tests.get(name)
+        if found is None:
+            known = "\n    ".join(sorted(self.tests)) or "(none)"
+            raise InputError.at(
+                Location(display_path(self.root)),
+                f"no gate file declares `test: {name}`",
+                hint=f"searched {len(self.files)} files under {display_path(self.root)}/; "
+                f"tests declared there:\n    {known}",
+            )
+        return found
+
+
+def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
+    """Load and resolve every gate file under `root` (or just `files`), collecting all problems."""
+    tree = GateTree(root)
+    if not root.is_dir():
+        tree.problems.append(
+            Problem(
+                Location(display_path(root)),
+                "the gates folder does not exist",
+                hint="pass --gates DIR, or run from the repository that has gates/",
+            )
+        )
+        return tree
+    paths = sorted(files) if files is not None else _yaml_files(root)
+    loader = _Loader(root.resolve(), tree.problems)
+    for path in paths:
+        tree.files.append(display_path(path))
+        if is_base_file(path):
+            loader.base(path.resolve(), display_path(path))
+            continue
+        resolved = loader.test(path)
+        if resolved is None:
+            continue
+        previous = tree.tests.get(resolved.test)
+        if previous is not None:
+            tree.problems.append(
+                Problem(
+                    Location(resolved.file, 1, 1),
+                    f"test `{resolved.test}` is already gated by {previous.file}",
+                    dotted="test",
+                    hint="one gate file per test: merge the two files",
+                )
+            )
+            continue
+        tree.tests[resolved.test] = resolved
+    tree.problems.sort(key=lambda p: (p.location, p.message))
+    return tree
+
+
+def _yaml_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+
+
+class _Loader:
+    def __init__(self, root: Path, problems: list[Problem]) -> None:
+        self.root = root
+        self.problems = problems
+        self.bases: dict[Path, Base | None] = {}
+        self.chains: dict[Path, tuple[Base, ...] | None] = {}
+
+    def base(self, path: Path, shown: str | None = None) -> Base | None:
+        if path not in self.bases:
+            self.bases[path] = None
+            try:
+                doc = read_yaml(path, shown or display_path(path))
+                self.bases[path] = Base(path, doc, parse_doc(doc, BaseFile))
+            except InputError as exc:
+                self.problems.extend(exc.problems)
+        return self.bases[path]
+
+    def chain(self, start: Path) -> tuple[Base, ...] | None:
+        """The base file at `start` and every file it extends, nearest first; None if any is broken."""
+        if start in self.chains:
+            return self.chains[start]
+        chain: list[Base] = []
+        path = start
+        while True:
+            base = self.base(path)
+            if base is None:
+                break
+            chain.append(base)
+            if base.model.extends is None:
+                self.chains[start] = tuple(chain)
+                return self.chains[start]
+            target = (path.parent / base.model.extends).resolve()
+            loc = base.doc.location(("extends",))
+            if not target.is_relative_to(self.root):
+                self.problems.append(
+                    Problem(
+                        loc,
+                        f"`{base.model.extends}` is outside the gates root {display_path(self.root)}",
+                        dotted="extends",
+                        hint="base files may only extend files inside the gates folder",
+                    )
+                )
+                break
+            if not target.is_file():
+                self.problems.append(
+                    Problem(
+                        loc,
+                        f"`{base.model.extends}` does not exist ({display_path(target)})",
+                        dotted="extends",
+                        hint="the path is relative to the folder of this base file",
+                    )
+                )
+                break
+            if any(b.path == target for b in chain):
+                cycle = " -> ".join([*(b.doc.path for b in chain), display_path(target)])
+                self.problems.append(Problem(loc, f"`extends` forms a cycle: {cycle}", dotted="extends"))
+                break
+            path = target
+        self.chains[start] = None
+        return None
+
+    def nearest_base(self, gate_file: Path) -> Path | None:
+        folder = gate_file.parent
+        while True:
+            candidate = folder / BASE_NAME
+            if candidate.is_file():
+                return candidate
+            if folder == self.root or not folder.is_relative_to(self.root):
+                return None
+            folder = folder.parent
+
+    def test(self, path: Path) -> ResolvedTest | None:
+        shown = display_path(path)
+        try:
+            doc = read_yaml(path, shown)
+            model = parse_doc(doc, GateFile)
+        except InputError as exc:
+            self.problems.extend(exc.problems)
+            return None
+        nearest = self.nearest_base(path.resolve())
+        chain: tuple[Base, ...] = ()
+        if nearest is not None:
+            found = self.chain(nearest)
+            if found is None:
+                self.problems.append(
+                    Problem(
+                        Location(shown, 1, 1),
+                        f"cannot resolve this file: its base file {display_path(nearest)} is invalid",
+                        hint="fix the errors reported for the base file",
+                    )
+                )
+                return None
+            chain = found
+        gates: list[ResolvedGate] = []
+        policy = _policy(chain)
+        for metric, spec in model.gates.items():
+            gate = self.gate(
+                doc=doc, test=model.test, metric=metric, spec=spec or GateSpec(), chain=chain, policy=policy
+            )
+            if gate is not None:
+                gates.append(gate)
+        self.check_rules(doc, model, path, chain, gates)
+        if len(gates) != len(model.gates):
+            return None
+        return ResolvedTest(model.test, shown, tuple(gates), policy, tuple(b.doc.path for b in chain))
+
+    def gate(
+        self,
+        *,
+        doc: LoadedDoc,
+        test: str,
+        metric: str,
+        spec: GateSpec,
+        chain: tuple[Base, ...],
+        policy: Policy,
+    ) -> ResolvedGate | None:
+        values: dict[str, Any] = {"limits": None, "enforce": policy.enforce}
+        sources: dict[str, str] = {"limits": BUILTIN, "enforce": policy.sources["enforce"]}
+        # Walk from lowest to highest precedence so that each nearer writer overwrites.
+        writers: list[tuple[GateSpec, LoadedDoc, tuple[str, ...]]] = [
+            (b.model.defaults[metric], b.doc, ("defaults", metric))
+            for b in reversed(chain)
+            if metric in b.model.defaults
+        ]
+        writers.append((spec, doc, ("gates", metric)))
+        for written, source_doc, prefix in writers:
+            for name in written.model_fields_set:
+                values[name] = getattr(written, name)
+                sources[name] = f"{source_doc.path}:{source_doc.line_of((*prefix, name))}"
+        missing = [name for name in ("steps", "constraint") if name not in sources]
+        if missing:
+            searched = ", ".join(b.doc.path for b in chain) or "no base.yaml found above this file"
+            loc = doc.location(("gates", metric), key=True)
+            if not spec.model_fields_set:
+                message = f"`{metric}` is a one-liner but no base file has defaults for it"
+                message += f" (searched: {searched})"
+            else:
+                names = " and ".join(f"`{m}`" for m in missing)
+                message = f"{names} not written here and not inherited (searched: {searched})"
+            hint = (
+                f"write `steps:` and `constraint:` for it, or add `{metric}:` under `defaults:` in "
+                f"{chain[0].doc.path if chain else 'a base.yaml'}"
+            )
+            self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
+            return None
+        return ResolvedGate(
+            test=test,
+            file=doc.path,
+            line=doc.line_of(("gates", metric)),
+            metric=metric,
+            steps=values["steps"],
+            constraint=values["constraint"],
+            limits=values["limits"],
+            enforce=values["enforce"],
+            sources=sources,
+        )
+
+    def check_rules(
+        self,
+        doc: LoadedDoc,
+        model: GateFile,
+        path: Path,
+        chain: tuple[Base, ...],
+        gates: list[ResolvedGate],
+    ) -> None:
+        relative = path.resolve().relative_to(self.root).as_posix()
+        for base in chain:
+            for index, rule in enumerate(base.model.rules):
+                if not _rule_applies(rule, relative, gates):
+                    continue
+                absent = [m for m in rule.require if m not in model.gates]
+                if not absent:
+                    continue
+                names = ", ".join(f"`{m}`" for m in absent)
+                why = "a test with a gated metric" if rule.when == "gated" else "every test here"
+                where = base.source("rules", index)
+                message = f"rule `{rule.name}` ({where}): {why} must also declare {names}"
+                if rule.reason:
+                    message += f" ({rule.reason})"
+                self.problems.append(
+                    Problem(
+                        doc.location(("gates",), key=True),
+                        message,
+                        dotted="gates",
+                        hint=f"add {names} under `gates:` (tracked with `constraint: null` is fine)",
+                    )
+                )
+
+
+def _rule_applies(rule: Rule, relative: str, gates: list[ResolvedGate]) -> bool:
+    if rule.under is not None and not fnmatch.fnmatch(relative, rule.under):
+        return False
+    return rule.when == "always" or any(g.gated for g in gates)
+
+
+def _policy(chain: tuple[Base, ...]) -> Policy:
+    values = dict(BUILTIN_POLICY)
+    sources = dict.fromkeys(BUILTIN_POLICY, BUILTIN)
+    for base in reversed(chain):
+        for name in base.model.policy.model_fields_set:
+            values[name] = getattr(base.model.policy, name)
+            sources[name] = base.source("policy", name)
+    return Policy(
+        window=values["window"],
+        min_history=values["min_history"],
+        enforce=values["enforce"],
+        sources=sources,
+    )

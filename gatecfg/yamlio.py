@@ -1,0 +1,221 @@
+"""Safe YAML loading that keeps the position of every key and value.
+
+We compose the YAML node graph with ruamel.yaml and convert it to plain Python ourselves instead of
+letting a constructor build objects: nothing in a gate file is ever instantiated, so no tag can run
+code, and we see every duplicate key, alias expansion and position on the way. Standard scalars are
+still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean what YAML says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from gatecfg.errors import InputError, Location, Problem
+
+KeyPath = tuple[str | int, ...]
+
+_TAG = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null")}
+_MERGE_TAG = f"{_TAG}merge"
+# A gate file has a few hundred nodes; a document that expands past this through aliases is an
+# alias bomb ("billion laughs"), not configuration.
+MAX_NODES = 100_000
+
+
+@dataclass(frozen=True)
+class LoadedDoc:
+    """Plain data (dict/list/str/int/float/bool/None) plus where every piece of it was written."""
+
+    path: str
+    data: Any
+    keys: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    values: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+
+    def location(self, path: KeyPath, *, key: bool = False) -> Location:
+        """The location of the key (or value) at `path`, or of its nearest written ancestor."""
+        probe = path
+        while True:
+            table = self.keys if key and probe in self.keys else self.values
+            if probe in table:
+                line, col = table[probe]
+                return Location(self.path, line, col)
+            if not probe:
+                return Location(self.path, 1, 1)
+            probe = probe[:-1]
+            key = True
+
+    def line_of(self, path: KeyPath) -> int:
+        return self.location(path, key=True).line or 1
+
+
+def dotted(path: KeyPath) -> str:
+    """`('gates', 'train/grad_norm', 'constraint')` -> `gates.train/grad_norm.constraint`."""
+    return ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+
+
+def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
+    shown = display or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError.at(Location(shown), f"cannot read the file: {exc.strerror or exc}") from None
+    return load_yaml(raw, shown)
+
+
+def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
+    text = _decode(raw, path) if isinstance(raw, bytes) else raw
+    yaml = YAML(typ="safe", pure=True)
+    try:
+        root = yaml.compose(text)
+    except MarkedYAMLError as exc:
+        raise InputError([_syntax_problem(exc, path)]) from None
+    except YAMLError as exc:  # unmarked errors are rare (e.g. an undecodable stream)
+        raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
+    if root is None:
+        raise InputError.at(
+            Location(path, 1, 1),
+            "the file is empty",
+            hint="a gate file starts with `test:` and `gates:`; a base file with `version: 1`",
+        )
+    doc = LoadedDoc(path, None)
+    converter = _Converter(doc, yaml)
+    data = converter.convert(root, ())
+    return LoadedDoc(path, data, doc.keys, doc.values)
+
+
+def _decode(raw: bytes, path: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError.at(
+            Location(path, line, col),
+            f"the file is not UTF-8 (byte 0x{raw[exc.start]:02x})",
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    problem = str(exc.problem or exc.context or "invalid YAML")
+    hint = None
+    if "'\\t'" in problem or "\t" in problem:
+        problem, hint = "a tab character in indentation", "YAML indents with spaces; replace the tab"
+    elif "another document" in problem:
+        problem, hint = "more than one YAML document", "remove the `---` line: one file holds one document"
+    elif "undefined alias" in problem:
+        hint = "define the anchor (`&name`) before its alias (`*name`)"
+    return Problem(Location(path, line, col), f"invalid YAML: {problem}", hint=hint)
+
+
+class _Converter:
+    """Node graph -> plain data, recording positions; rejects tags, duplicate keys and alias bombs."""
+
+    def __init__(self, doc: LoadedDoc, yaml: YAML) -> None:
+        self.doc = doc
+        self.constructor = yaml.constructor
+        self.budget = MAX_NODES
+        self.stack: set[int] = set()
+
+    def fail(self, node: Node, message: str, path: KeyPath, hint: str | None = None) -> InputError:
+        loc = Location(self.doc.path, node.start_mark.line + 1, node.start_mark.column + 1)
+        return InputError([Problem(loc, message, dotted=dotted(path), hint=hint)])
+
+    def convert(self, node: Node, path: KeyPath) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
+            raise self.fail(
+                node,
+                f"the document expands to more than {MAX_NODES} values through aliases",
+                path,
+                hint="write the values out instead of nesting aliases",
+            )
+        self.doc.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if id(node) in self.stack:
+            raise self.fail(node, "an alias refers to the mapping or list that contains it", path)
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path)
+        self.stack.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self.mapping(node, path)
+            if isinstance(node, SequenceNode):
+                self.check_tag(node, f"{_TAG}seq", path)
+                return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+        finally:
+            self.stack.discard(id(node))
+        raise self.fail(node, "unsupported YAML node", path)
+
+    def check_tag(self, node: Node, expected: str, path: KeyPath) -> None:
+        if str(node.tag) != expected:
+            raise self.fail(
+                node,
+                f"YAML tag `{_short_tag(str(node.tag))}` is not allowed",
+                path,
+                hint="gate files hold plain values; remove the tag",
+            )
+
+    def scalar(self, node: ScalarNode, path: KeyPath) -> Any:
+        tag = str(node.tag)
+        if tag == f"{_TAG}timestamp":
+            return str(node.value)  # no field takes a date: keep the text so the error quotes it
+        if tag not in _SCALAR_TAGS:
+            self.check_tag(node, f"{_TAG}str", path)
+        return self.constructor.construct_object(node, deep=True)
+
+    def mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
+        self.check_tag(node, f"{_TAG}map", path)
+        out: dict[str, Any] = {}
+        first_seen: dict[str, int] = {}
+        merged: list[tuple[str, Any, KeyPath]] = []
+        for key_node, value_node in node.value:
+            if str(key_node.tag) == _MERGE_TAG:
+                merged.extend(self.merge_sources(value_node, path))
+                continue
+            if not isinstance(key_node, ScalarNode) or str(key_node.tag) != f"{_TAG}str":
+                raise self.fail(
+                    key_node,
+                    f"keys must be strings, got `{_source_text(key_node)}`",
+                    path,
+                    hint="quote the key",
+                )
+            key = str(key_node.value)
+            if key in first_seen:
+                raise self.fail(
+                    key_node,
+                    f"duplicate key `{key}` (first written on line {first_seen[key]})",
+                    (*path, key),
+                    hint="remove one of the two; YAML would silently keep only the last",
+                )
+            first_seen[key] = key_node.start_mark.line + 1
+            child = (*path, key)
+            self.doc.keys[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            out[key] = self.convert(value_node, child)
+        for key, value, _ in merged:
+            out.setdefault(key, value)
+        return out
+
+    def merge_sources(self, node: Node, path: KeyPath) -> Iterator[tuple[str, Any, KeyPath]]:
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, MappingNode):
+                raise self.fail(source, "`<<` merges mappings only", path)
+            for key, value in self.mapping(source, path).items():
+                yield key, value, (*path, key)
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
+
+
+def _source_text(node: Node) -> str:
+    return str(node.value) if isinstance(node, ScalarNode) else type(node).__name__
