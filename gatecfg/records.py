@@ -1,0 +1,305 @@
+"""Run metric records (SPEC §5): JSON Lines in series or row shape, parsed and merged into one Record."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from gatecfg.errors import InputError, Location
+
+# One NaN object for every parsed NaN: tuple and dataclass equality check identity before `==`, so
+# records holding the same NaN values compare equal.
+_NAN = math.nan
+
+# The non-finite spellings accepted as strings, keyed by their lower-case form.
+_NONFINITE = {
+    "nan": _NAN,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+}
+
+_SHAPES_HINT = (
+    'write one JSON object per line: a series {"metric": [[0, 0.2], [1, 0.4]]} '
+    'or a row {"_step": 1, "metric": 0.4}'
+)
+_STEP_HINT = "a step is a whole number >= 0, e.g. 3"
+_DUPLICATE_HINT = (
+    "log each step of a metric once; a resumed run can repeat steps, keep only the lines of its last attempt"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One logged value. Points compare by data: where they were logged is provenance, not identity."""
+
+    step: int
+    value: float | None  # None when the logged value is not a number
+    raw: str  # JSON text of the value as logged, for messages
+    location: Location = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Record:
+    """The metrics of one run: each metric's points sorted by step, and the files they came from."""
+
+    series: Mapping[str, tuple[Point, ...]]
+    files: tuple[str, ...]
+
+    def points(self, metric: str) -> tuple[Point, ...]:
+        return self.series.get(metric, ())
+
+
+def parse_record_text(text: str, path: str) -> Record:
+    """Parse one record file's text; `path` is only used to locate points and errors."""
+    builder = _Builder()
+    builder.add_text(text, path)
+    return builder.build()
+
+
+def read_records(paths: Sequence[str | Path]) -> Record:
+    """Read, parse and merge record files; a step logged twice for one metric, in any files, is an error."""
+    builder = _Builder()
+    seen: dict[Path, str] = {}
+    for given in paths:
+        path = str(given)
+        resolved = Path(given).resolve()
+        if resolved in seen:
+            raise InputError.at(
+                Location(path),
+                f"record file given twice, first as {seen[resolved]}",
+                hint="pass each record file once",
+            )
+        seen[resolved] = path
+        builder.add_text(_read_text(path), path)
+    return builder.build()
+
+
+def _read_text(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError.at(
+            Location(path),
+            "record file not found",
+            hint="pass the JSON Lines file the training run wrote its metrics to",
+        ) from None
+    except IsADirectoryError:
+        raise InputError.at(
+            Location(path), "is a directory, not a record file", hint="pass the JSON Lines files inside it"
+        ) from None
+    except OSError as exc:
+        raise InputError.at(Location(path), f"cannot read record file: {exc.strerror}") from None
+    try:
+        # utf-8-sig: editors and Windows tools may prepend a byte order mark, which is not an error.
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError.at(
+            Location(path, line, exc.start - line_start + 1),
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+            hint="write the record as UTF-8 text",
+        ) from None
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # json keeps the last of two equal keys silently; a metric logged twice on one line must not vanish.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
+def _loads(line: str, location: Location) -> object:
+    try:
+        return _DECODER.decode(line)
+    except json.JSONDecodeError as exc:
+        raise InputError.at(
+            Location(location.path, location.line, exc.colno), f"malformed JSON: {exc.msg}", hint=_SHAPES_HINT
+        ) from None
+    except _DuplicateKeyError as exc:
+        raise InputError.at(
+            location,
+            f"key {json.dumps(exc.key)} appears twice in one JSON object",
+            hint="write each key once per line",
+        ) from None
+    except RecursionError:
+        raise InputError.at(location, "malformed JSON: nested too deeply", hint=_SHAPES_HINT) from None
+    except ValueError:
+        # The only ValueError json raises besides JSONDecodeError: Python's limit on integer digits.
+        raise InputError.at(
+            location,
+            f"malformed JSON: an integer longer than {sys.get_int_max_str_digits()} digits",
+            hint="log the value as a float, e.g. 1.5e300",
+        ) from None
+
+
+def _as_step(value: object) -> int | None:
+    """The step a JSON value denotes, or None when it is not a whole number >= 0."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def _value_and_raw(value: object) -> tuple[float | None, str]:
+    """The numeric value of a logged JSON value (None when it is not a number) and its JSON text."""
+    # `type(...) is` rather than isinstance: it is faster, and a bool must not pass for an int.
+    if type(value) is float:
+        if math.isfinite(value):
+            return value, repr(value)
+        if math.isnan(value):
+            return _NAN, "NaN"
+        return value, "Infinity" if value > 0 else "-Infinity"
+    if type(value) is int:
+        try:
+            return float(value), repr(value)
+        except OverflowError:
+            # Beyond the float range: JSON reads 1e400 as Infinity, so a 400-digit integer is one too.
+            return (math.inf if value > 0 else -math.inf), repr(value)
+    raw = json.dumps(value, ensure_ascii=False)
+    if type(value) is str:
+        return _NONFINITE.get(value.lower()), raw
+    return None, raw
+
+
+class _Builder:
+    """Accumulates points from one or more files, rejecting a step logged twice for one metric."""
+
+    def __init__(self) -> None:
+        self._series: dict[str, dict[int, Point]] = {}
+        self._files: list[str] = []
+
+    def build(self) -> Record:
+        series = {
+            metric: tuple(points[step] for step in sorted(points))
+            for metric, points in sorted(self._series.items())
+        }
+        return Record(MappingProxyType(series), tuple(self._files))
+
+    def add_text(self, text: str, path: str) -> None:
+        self._files.append(path)
+        # Split on "\n" only: str.splitlines also splits on U+2028 and friends, which JSON strings may hold.
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            location = Location(path, number)
+            obj = _loads(line, location)
+            if type(obj) is not dict:
+                raise InputError.at(
+                    location, f"line is a JSON {_json_kind(obj)}, not an object", hint=_SHAPES_HINT
+                )
+            if "_step" in obj or "step" in obj:
+                self._add_row(obj, location)
+            else:
+                self._add_series(obj, location)
+
+    def _add_row(self, row: dict[str, object], location: Location) -> None:
+        if "_step" in row and "step" in row:
+            raise InputError.at(
+                location,
+                'the row has both "_step" and "step"',
+                hint='keep one of them; "step" is read as "_step"',
+            )
+        step_key = "_step" if "_step" in row else "step"
+        step = _as_step(row[step_key])
+        if step is None:
+            raise InputError.at(
+                location,
+                f"is {_show(row[step_key])}, not a whole number >= 0",
+                dotted=step_key,
+                hint=_STEP_HINT,
+            )
+        for metric, value in row.items():
+            # Other "_" keys (_runtime, _timestamp, ...) are logger metadata, not metrics.
+            if metric == step_key or metric.startswith("_"):
+                continue
+            self._add(metric, step, value, location)
+
+    def _add_series(self, obj: dict[str, object], location: Location) -> None:
+        for metric, pairs in obj.items():
+            if metric.startswith("_"):
+                continue
+            if type(pairs) is not list:
+                raise InputError.at(
+                    location,
+                    f'is {_show(pairs)}, not a list of [step, value] pairs, and the line has no "_step"',
+                    dotted=metric,
+                    hint=f'log a row with "_step": N beside the metrics, or a series {{{json.dumps(metric)}: '
+                    "[[0, 0.2], [1, 0.4]]}",
+                )
+            for index, pair in enumerate(pairs):
+                if type(pair) is not list or len(pair) != 2:
+                    raise InputError.at(
+                        location,
+                        f"pair {index} is {_show(pair)}, not a [step, value] pair",
+                        dotted=metric,
+                        hint="write each point as [step, value], e.g. [3, 0.8]",
+                    )
+                step = _as_step(pair[0])
+                if step is None:
+                    raise InputError.at(
+                        location,
+                        f"pair {index} has step {_show(pair[0])}, not a whole number >= 0",
+                        dotted=metric,
+                        hint=_STEP_HINT,
+                    )
+                self._add(metric, step, pair[1], location)
+
+    def _add(self, metric: str, step: int, value: object, location: Location) -> None:
+        points = self._series.get(metric)
+        if points is None:
+            points = self._series[metric] = {}
+        first = points.get(step)
+        if first is not None:
+            where = "both on this line" if first.location == location else f"first at {first.location}"
+            raise InputError.at(
+                location,
+                f"step {step} is logged twice, {where}",
+                dotted=metric,
+                hint=_DUPLICATE_HINT,
+            )
+        number, raw = _value_and_raw(value)
+        points[step] = Point(step, number, raw, location)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _show(value: object) -> str:
+    return shorten(json.dumps(value, ensure_ascii=False))
+
+
+def shorten(text: str) -> str:
+    """A logged value's JSON text cut to fit in a message: a logged histogram can run to kilobytes."""
+    return text if len(text) <= 60 else text[:57] + "..."
