@@ -1,0 +1,27 @@
+"""The history store: stored runs and values per coordinate, baselines, trust, and the schema."""
+
+from __future__ import annotations
+
+from gatecfg.store.rows import (
+    Baseline,
+    CoordinateSpec,
+    CoordinateSummary,
+    HistoryRow,
+    RunInfo,
+    RunRow,
+    Status,
+    StoredPoint,
+)
+from gatecfg.store.store import Store
+
+__all__ = [
+    "Baseline",
+    "CoordinateSpec",
+    "CoordinateSummary",
+    "HistoryRow",
+    "RunInfo",
+    "RunRow",
+    "Status",
+    "Store",
+    "StoredPoint",
+]

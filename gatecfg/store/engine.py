@@ -1,0 +1,126 @@
+"""Engines for the history store: URL checks, SQLite pragmas and locking, driver errors as StoreError."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import sqlalchemy as sa
+from alembic.util import CommandError
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from gatecfg.errors import InputError, StoreError
+
+URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
+CONNECT_HINT = "is the database server up and the URL right? check --db / GATECFG_DB_URL"
+
+# Marks connections that will write, so that SQLite takes its write lock at BEGIN rather than at the
+# first INSERT: a deferred transaction that upgrades to a writer fails at once under contention instead
+# of waiting out busy_timeout.
+WRITE = "gatecfg_write"
+
+SQLITE_PRAGMAS = (
+    "PRAGMA busy_timeout = 30000",  # first, so the pragmas below wait for a concurrent writer too
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA synchronous = NORMAL",
+)
+
+# Well under SQLite's bound-parameter limit (32,766 since 3.32, 999 before) for IN lists.
+IN_CHUNK = 500
+
+# A host that does not answer would otherwise hold the CI job for the OS TCP timeout (minutes).
+PG_CONNECT_TIMEOUT_S = 10
+
+
+T = TypeVar("T")
+
+
+def parse_url(raw: str) -> URL:
+    """The URL of a supported store; `postgresql://` means the psycopg 3 driver."""
+    try:
+        url = sa.make_url(raw)
+    except ArgumentError:
+        # The text may hold a password, and it did not parse, so it cannot be redacted: do not echo it.
+        raise InputError.at("--db", "the history store URL does not parse", hint=URL_HINT) from None
+    if url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    if url.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise InputError.at(
+            redact(url), f"unsupported history store driver {url.drivername!r}", hint=URL_HINT
+        )
+    return url
+
+
+def redact(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def create_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    return _postgresql_engine(url)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        hint = "choose a path this user can create, e.g. --db sqlite:///path/to/history.db"
+        with store_errors(redact(url), "create the history store's folder", hint=hint):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url)
+    sa.event.listen(engine, "connect", _sqlite_connect)
+    sa.event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    # The sqlite3 module's own transaction handling skips BEGIN before DDL and SELECT; SQLAlchemy's
+    # documented recipe turns it off and emits BEGIN itself (see _sqlite_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    for pragma in SQLITE_PRAGMAS:
+        cursor.execute(pragma)
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    writes = connection.get_execution_options().get(WRITE, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def _postgresql_engine(url: URL) -> Engine:
+    connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    try:
+        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    except ImportError:
+        raise StoreError.at(
+            redact(url),
+            "cannot load psycopg, the PostgreSQL driver",
+            hint="pip install 'gatecfg[postgres]'",
+        ) from None
+
+
+@contextmanager
+def store_errors(where: str, action: str, *, hint: str) -> Iterator[None]:
+    """Turn a driver, SQLAlchemy, Alembic or OS failure into a one-line StoreError naming the store."""
+    try:
+        yield
+    except (SQLAlchemyError, CommandError, OSError) as exc:
+        raise StoreError.at(where, f"cannot {action}: {_reason(exc)}", hint=hint) from exc
+
+
+def _reason(exc: BaseException) -> str:
+    # SQLAlchemy's own text appends the statement and its parameters; the driver's first line is the news.
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return lines[0] if lines else type(cause).__name__
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

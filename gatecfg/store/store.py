@@ -1,0 +1,196 @@
+"""The Store: one history database, its schema revision, and every read and write as one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Engine
+
+from gatecfg.errors import StoreError
+from gatecfg.store import reads, writes
+from gatecfg.store.engine import CONNECT_HINT, WRITE, create_engine, parse_url, redact, store_errors
+from gatecfg.store.rows import (
+    Baseline,
+    CoordinateSpec,
+    CoordinateSummary,
+    HistoryRow,
+    RunInfo,
+    RunRow,
+    StoredPoint,
+)
+from gatecfg.store.tables import runs
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
+# Serialises concurrent `db upgrade`s on one PostgreSQL database (any constant shared by all gatecfgs).
+PG_UPGRADE_LOCK = 0x6761746563666701
+
+
+class Store:
+    """A history store. Open with `Store.open(url)`; use as a context manager or call `close()`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+        self.url = url
+
+    @classmethod
+    def open(cls, url: str, *, check_schema: bool = True) -> Store:
+        """Connect and make sure the schema is current.
+
+        An embedded SQLite store is created and migrated on first use. A PostgreSQL store at an older
+        revision is an error: the CI role should not need DDL rights, `gatecfg db upgrade` applies them.
+        `check_schema=False` is for that command, which opens a store in order to upgrade it.
+        """
+        parsed = parse_url(url)
+        store = cls(create_engine(parsed), redact(parsed))
+        try:
+            current = store._current_revision()
+            if check_schema and current != _head():
+                store._reach_head(current)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def upgrade(self) -> None:
+        """Apply the migrations up to head, in one transaction that concurrent upgraders wait for."""
+        with self._errors("upgrade the history store schema"), self._writer.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(PG_UPGRADE_LOCK)))
+            config = _alembic_config()
+            # Handed over inside a transaction, so Alembic runs every migration in it (SQLite included,
+            # which Alembic otherwise runs without one).
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+
+    def write_run(self, run: RunInfo, points: Mapping[CoordinateSpec, Sequence[StoredPoint]]) -> bool:
+        """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
+        with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
+            return writes.write_run(conn, run, points, where=self.url)
+
+    def baselines(
+        self,
+        coordinates: Sequence[str],
+        *,
+        window: int,
+        baseline: Baseline = "trusted",
+        exclude_run_id: str | None = None,
+    ) -> dict[tuple[str, int], list[float]]:
+        """Per (coordinate hash, step): finite values of the newest `window` qualifying runs, newest first.
+
+        `trusted` runs: the trust override, else the verdict when written. `nightly`: every run not
+        explicitly untrusted. A (coordinate, step) without such values is absent from the result.
+        """
+        with self._errors("read baselines from the history store"), self._engine.connect() as conn:
+            return reads.baselines(
+                conn, coordinates, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+            )
+
+    def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
+        """Every stored key of one series and metric with its amount of history, most recent first."""
+        with self._errors("read coordinates from the history store"), self._engine.connect() as conn:
+            return reads.coordinates_for(conn, series_key, metric)
+
+    def set_trust(
+        self,
+        *,
+        trusted: bool,
+        run_id: str | None = None,
+        commit: str | None = None,
+        ci_run_id: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[int, int]:
+        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing."""
+        selectors = [
+            column == value
+            for column, value in (
+                (runs.c.run_id, run_id),
+                (runs.c.commit_sha, commit),
+                (runs.c.ci_run_id, ci_run_id),
+            )
+            if value is not None
+        ]
+        if len(selectors) != 1:
+            raise ValueError("set_trust takes exactly one of run_id, commit and ci_run_id")
+        with self._errors("change run trust in the history store"), self._writer.begin() as conn:
+            return writes.set_trust(conn, trusted=trusted, selector=selectors[0], reason=reason)
+
+    def history(
+        self,
+        *,
+        test: str,
+        metric: str,
+        step: int | None = None,
+        series_key: str | None = None,
+        limit: int | None = None,
+    ) -> list[HistoryRow]:
+        """Stored values of a test's metric, newest run first."""
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return reads.history(
+                conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit
+            )
+
+    def runs(self, *, test: str | None = None) -> list[RunRow]:
+        """Stored runs, newest first."""
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return reads.run_rows(conn, test=test)
+
+    def _errors(self, action: str, hint: str = STORE_HINT) -> AbstractContextManager[None]:
+        return store_errors(self.url, action, hint=hint)
+
+    def _current_revision(self) -> str | None:
+        with self._errors("connect to the history store", hint=CONNECT_HINT), self._engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def _reach_head(self, current: str | None) -> None:
+        if current is not None and current not in _known_revisions():
+            raise StoreError.at(
+                self.url,
+                f"the history store is at schema revision {current}, which this gatecfg does not know",
+                hint="a newer gatecfg wrote it: upgrade gatecfg",
+            )
+        if self._engine.dialect.name == "sqlite":
+            self.upgrade()
+            return
+        has = "no gatecfg schema yet" if current is None else f"schema revision {current}"
+        raise StoreError.at(
+            self.url,
+            f"the history store has {has}; this gatecfg needs revision {_head()}",
+            hint=f"run `gatecfg db upgrade --db {self.url}` once, as a role that may create tables",
+        )
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    # The option value goes through configparser interpolation, where a literal % must be doubled.
+    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    return config
+
+
+def _head() -> str | None:
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+def _known_revisions() -> set[str]:
+    return {script.revision for script in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}

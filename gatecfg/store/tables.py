@@ -1,0 +1,124 @@
+"""The history store's tables as SQLAlchemy Core metadata (the migrations create them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """An aware UTC datetime on every dialect.
+
+    SQLite keeps no zone and sorts timestamps as text, so values are normalised to UTC on the way in
+    (same-width text then sorts chronologically) and marked UTC on the way out.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"the history store needs timezone-aware datetimes, got {value!r}")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+# Explicit constraint names so that later migrations can address them on both dialects.
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Text, nullable=False, unique=True),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("series_key", sa.Text, nullable=False),
+    sa.Column("labels", sa.Text, nullable=False),
+    sa.Column("commit_sha", sa.Text),
+    sa.Column("branch", sa.Text),
+    sa.Column("ci_run_id", sa.Text),
+    sa.Column("ci_run_attempt", sa.Text),
+    sa.Column("url", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("written_by", sa.Text, nullable=False),
+    sa.Column("gate_trusted", sa.Boolean, nullable=False),
+    sa.Column("trust_override", sa.Boolean),
+    sa.Column("trust_reason", sa.Text),
+    sa.Column("trust_changed_at", UTCDateTime),
+    sa.Index(None, "series_key", "created_at"),
+    sa.Index(None, "commit_sha"),
+    sa.Index(None, "ci_run_id"),
+)
+
+coordinates = sa.Table(
+    "coordinates",
+    metadata,
+    sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("coordinate", sa.Text, nullable=False, unique=True),
+    sa.Column("series_key", sa.Text, nullable=False),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("metric", sa.Text, nullable=False),
+    sa.Column("steps_key", sa.Text, nullable=False),
+    sa.Column("constraint_key", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index(None, "series_key", "metric"),
+)
+
+# One row per (run, coordinate) it stored: small enough to rank runs per coordinate before touching the
+# points. `steps_digest` fingerprints the steps with finite values, so the baseline query can tell
+# whether runs beyond its window hold steps that the window lacks.
+run_coordinates = sa.Table(
+    "run_coordinates",
+    metadata,
+    sa.Column(
+        "coordinate_pk",
+        sa.Integer,
+        sa.ForeignKey("coordinates.pk", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("run_pk", sa.Integer, sa.ForeignKey("runs.pk", ondelete="CASCADE"), primary_key=True),
+    sa.Column("n_values", sa.Integer, nullable=False),
+    sa.Column("steps_digest", sa.Text, nullable=False),
+    sa.Index(None, "run_pk"),
+    sqlite_with_rowid=False,
+)
+
+# `value` is NULL for NaN (SQLite cannot store NaN, so both dialects agree on NULL); infinities are kept.
+metric_points = sa.Table(
+    "metric_points",
+    metadata,
+    sa.Column("coordinate_pk", sa.Integer, primary_key=True),
+    sa.Column("run_pk", sa.Integer, primary_key=True),
+    sa.Column("step", sa.Integer, primary_key=True),
+    sa.Column("value", sa.Double),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("ref", sa.Double),
+    sa.Column("lo", sa.Double),
+    sa.Column("hi", sa.Double),
+    sa.ForeignKeyConstraint(
+        ["coordinate_pk", "run_pk"],
+        ["run_coordinates.coordinate_pk", "run_coordinates.run_pk"],
+        ondelete="CASCADE",
+    ),
+    sa.CheckConstraint("step >= -1", name="step"),
+    sa.CheckConstraint("status IN ('pass', 'fail', 'tracked', 'cold', 'error')", name="status"),
+    sqlite_with_rowid=False,
+)

@@ -1,0 +1,153 @@
+"""Writes to the history store: a run with all its points, and trust repairs after the fact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from gatecfg.errors import StoreError
+from gatecfg.store.engine import chunks
+from gatecfg.store.reads import spec_of
+from gatecfg.store.rows import CoordinateSpec, RunInfo, StoredPoint
+from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+
+
+def write_run(
+    conn: Connection,
+    run: RunInfo,
+    points: Mapping[CoordinateSpec, Sequence[StoredPoint]],
+    *,
+    where: str,
+) -> bool:
+    """Insert the run and its points; False, writing nothing, when the run id is already stored."""
+    for spec in points:
+        if (spec.test, spec.series_key) != (run.test, run.series_key):
+            raise ValueError(
+                f"coordinate {spec.coordinate} belongs to another series than run {run.run_id!r}"
+            )
+    # ON CONFLICT rather than a prior SELECT: a concurrent writer of the same run id (a retried CI job)
+    # waits for the first to commit and then inserts nothing.
+    run_pk = conn.execute(
+        _insert_ignoring(conn, runs, "run_id").values(_run_values(run)).returning(runs.c.pk)
+    ).scalar_one_or_none()
+    if run_pk is None:
+        return False
+    # A stable order makes concurrent PostgreSQL writers lock shared coordinate rows alike (no deadlock).
+    specs = sorted((spec for spec, stored in points.items() if stored), key=lambda s: s.coordinate)
+    if not specs:
+        return True
+    coordinate_pks = _coordinate_pks(conn, specs, where=where)
+    conn.execute(
+        sa.insert(run_coordinates),
+        [
+            {
+                "coordinate_pk": coordinate_pks[spec.coordinate],
+                "run_pk": run_pk,
+                "n_values": len(points[spec]),
+                "steps_digest": steps_digest(points[spec]),
+            }
+            for spec in specs
+        ],
+    )
+    conn.execute(
+        sa.insert(metric_points),
+        [
+            {
+                "coordinate_pk": coordinate_pks[spec.coordinate],
+                "run_pk": run_pk,
+                "step": point.step,
+                "value": None if math.isnan(point.value) else point.value,
+                "status": point.status,
+                "ref": point.ref,
+                "lo": point.lo,
+                "hi": point.hi,
+            }
+            for spec in specs
+            for point in points[spec]
+        ],
+    )
+    return True
+
+
+def steps_digest(points: Sequence[StoredPoint]) -> str:
+    """Fingerprint of the steps that hold a finite value, the ones a baseline can use."""
+    steps = sorted(point.step for point in points if math.isfinite(point.value))
+    return hashlib.blake2b(json.dumps(steps).encode(), digest_size=16).hexdigest()
+
+
+def _run_values(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "test": run.test,
+        "series_key": run.series_key,
+        "labels": json.dumps(dict(run.labels), sort_keys=True, ensure_ascii=False, separators=(",", ":")),
+        "commit_sha": run.commit,
+        "branch": run.branch,
+        "ci_run_id": run.ci_run_id,
+        "ci_run_attempt": run.ci_run_attempt,
+        "url": run.url,
+        "created_at": run.created_at,
+        "written_by": run.written_by,
+        "gate_trusted": run.gate_trusted,
+    }
+
+
+def _coordinate_pks(conn: Connection, specs: Sequence[CoordinateSpec], *, where: str) -> dict[str, int]:
+    """Get or create each coordinate; safe against concurrent writers creating the same ones."""
+    now = datetime.now(UTC)
+    conn.execute(
+        _insert_ignoring(conn, coordinates, "coordinate"),
+        [
+            {
+                "coordinate": spec.coordinate,
+                "series_key": spec.series_key,
+                "test": spec.test,
+                "metric": spec.metric,
+                "steps_key": spec.steps_key,
+                "constraint_key": spec.constraint_key,
+                "created_at": now,
+            }
+            for spec in specs
+        ],
+    )
+    given = {spec.coordinate: spec for spec in specs}
+    pks: dict[str, int] = {}
+    for chunk in chunks(list(given)):
+        for row in conn.execute(sa.select(coordinates).where(coordinates.c.coordinate.in_(chunk))):
+            existing = spec_of(row)
+            if existing != given[row.coordinate]:
+                raise StoreError.at(
+                    where,
+                    f"coordinate {row.coordinate} is stored as {existing} "
+                    f"but this run gives it to {given[row.coordinate]}",
+                    hint="two coordinate literals hash alike: report this to the gatecfg maintainers",
+                )
+            pks[row.coordinate] = row.pk
+    return pks
+
+
+def _insert_ignoring(conn: Connection, table: sa.Table, unique_column: str) -> sa.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=[unique_column])
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=[unique_column])
+
+
+def set_trust(
+    conn: Connection, *, trusted: bool, selector: sa.ColumnElement[bool], reason: str | None
+) -> tuple[int, int]:
+    """Set the trust override of the selected runs: (runs matched, runs whose override changed)."""
+    matched = conn.execute(sa.select(sa.func.count()).select_from(runs).where(selector)).scalar_one()
+    changed = conn.execute(
+        sa.update(runs)
+        .where(selector, runs.c.trust_override.is_distinct_from(trusted))
+        .values(trust_override=trusted, trust_reason=reason, trust_changed_at=datetime.now(UTC))
+    ).rowcount
+    return int(matched), changed
