@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,8 +11,10 @@ from typing import Any
 
 from gatecfg import __version__
 from gatecfg.errors import EXIT_INPUT, GatecfgError, InputError, format_problems
+from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
+DEFAULT_DB = "sqlite:///.gatecfg/history.db"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,7 +100,81 @@ def build_parser() -> _Parser:
     )
     p.add_argument("--check", action="store_true", help="exit 1 if the files are stale, write nothing")
     p.add_argument("--dir", type=Path, default=Path("schema"), help="output folder (default: schema/)")
+    p = _add(
+        sub,
+        "evaluate",
+        "Judge a run's metrics against stored history; the exit code gates the CI job.",
+        "gatecfg evaluate --test tests/e2e/test_foo_ci.py --record metrics.jsonl --write",
+        _evaluate,
+    )
+    p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
+    p.add_argument(
+        "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
+    )
+    p.add_argument("--write", action="store_true", help="store the run into history (nightlies only)")
+    _gates_option(p)
+    _db_option(p)
+    _series_option(p)
+    p.add_argument("--run-id", help="unique id of this evaluation (default: from CI, else generated)")
+    p.add_argument("--commit", help="default: GITHUB_SHA / CI_COMMIT_SHA / ...")
+    p.add_argument("--branch", help="default: GITHUB_REF_NAME / CI_COMMIT_REF_NAME / ...")
+    p.add_argument("--url", help="link to the CI run (default: built from the CI environment)")
+    p.add_argument("--format", choices=FORMATS, default="text", help="report format (default: text)")
+    p.add_argument("--output", type=Path, metavar="FILE", help="write the --format report here, not stdout")
+    p.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FMT=FILE",
+        help="also write another format to a file, e.g. junit=gatecfg.xml (repeatable)",
+    )
     return parser
+
+
+def _db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="history store: sqlite:///path or postgresql+psycopg://... "
+        f"(default: $GATECFG_DB_URL, else {DEFAULT_DB})",
+    )
+
+
+def db_url(value: str | None) -> str:
+    """--db, else $GATECFG_DB_URL, else the embedded SQLite file; a bare path means a SQLite file."""
+    url = value or os.environ.get("GATECFG_DB_URL") or DEFAULT_DB
+    return url if "://" in url else f"sqlite:///{url}"
+
+
+def _outputs(args: argparse.Namespace) -> list[Output]:
+    outputs = [Output(args.format, args.output)]
+    for item in args.report:
+        fmt, sep, path = item.partition("=")
+        if not sep or fmt not in FORMATS or not path:
+            raise InputError.at(
+                "--report", f"`{item}` is not FORMAT=FILE", hint=f"formats: {', '.join(FORMATS)}"
+            )
+        outputs.append(Output(fmt, Path(path)))
+    return outputs
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from gatecfg.commands.evaluate import Request, evaluate_command
+
+    request = Request(
+        gates=args.gates,
+        test=args.test,
+        records=args.record,
+        db=db_url(args.db),
+        write=args.write,
+        labels=_labels(args.series),
+        run_id=args.run_id,
+        commit=args.commit,
+        branch=args.branch,
+        url=args.url,
+        enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+    )
+    return evaluate_command(request, _outputs(args))
 
 
 def _lint(args: argparse.Namespace) -> int:

@@ -1,0 +1,187 @@
+"""`gatecfg evaluate`, the CI step: record + gates + history -> verdicts, report, exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gatecfg import __version__
+from gatecfg.errors import InputError
+from gatecfg.evaluate import Verdict, evaluate, exit_code, trusted
+from gatecfg.keys import series_key
+from gatecfg.provenance import provenance
+from gatecfg.records import read_records
+from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
+from gatecfg.report import Output, RunReport, RunSummary, render
+from gatecfg.resolve import ResolvedTest, load_tree
+from gatecfg.select import select
+from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+
+
+@dataclass(frozen=True)
+class Request:
+    gates: Path
+    test: str
+    records: Sequence[Path]
+    db: str
+    write: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    commit: str | None = None
+    branch: str | None = None
+    url: str | None = None
+    enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
+
+
+def run_evaluation(req: Request) -> RunReport:
+    """Every stage of an evaluation, without printing: what tests and the CLI both call."""
+    test, labels = req.test, req.labels
+    resolved = load_tree(req.gates).test(test)
+    record = read_records(req.records)
+    series = series_key(test, labels)
+    selected = [
+        (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
+        for gate in resolved.gates
+    ]
+    origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
+    with Store.open(req.db) as store:
+        baselines = store.baselines(
+            [c for _, c, _ in selected], window=resolved.policy.window, exclude_run_id=origin.run_id
+        )
+        verdicts = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
+        warnings = _rekeys(store, resolved, series, verdicts)
+        is_trusted = trusted(verdicts)
+        stored = False
+        if req.write:
+            info = RunInfo(
+                run_id=origin.run_id,
+                test=test,
+                series_key=series,
+                labels=dict(labels),
+                commit=origin.commit,
+                branch=origin.branch,
+                ci_run_id=origin.ci_run_id,
+                ci_run_attempt=origin.ci_run_attempt,
+                url=origin.url,
+                created_at=datetime.now(UTC),
+                gate_trusted=is_trusted,
+                written_by=__version__,
+            )
+            stored = store.write_run(info, _points(verdicts, series, test))
+        return RunReport(
+            test=test,
+            gate_file=resolved.file,
+            series=dict(labels),
+            run=RunSummary(
+                run_id=origin.run_id,
+                commit=origin.commit,
+                branch=origin.branch,
+                url=origin.url,
+                written=stored,
+                already_stored=req.write and not stored,
+                trusted=is_trusted,
+            ),
+            verdicts=verdicts,
+            warnings=warnings,
+            exit_code=exit_code(verdicts),
+            store=store.url,
+            enforce_disabled=not req.enforce,
+        )
+
+
+def _rekeys(store: Store, test: ResolvedTest, series: str, verdicts: Sequence[Verdict]) -> list[RekeyWarning]:
+    """Look for other keys only where a gate has no history at all: the cold ones are few."""
+    with_history = {v.coordinate for v in verdicts if v.band.n}
+    warnings: list[RekeyWarning] = []
+    seen: set[str] = set()
+    for v in verdicts:
+        if v.coordinate in with_history or v.coordinate in seen:
+            continue
+        seen.add(v.coordinate)
+        stored = [
+            OldKey(
+                coordinate=s.spec.coordinate,
+                steps_key=s.spec.steps_key,
+                constraint_key=s.spec.constraint_key,
+                values=s.n_values,
+                trusted_values=s.n_trusted_values,
+                runs=s.n_runs,
+                last_written=s.last_written,
+            )
+            for s in store.coordinates_for(series, v.gate.metric)
+        ]
+        warnings += rekey_warnings(v.gate, v.coordinate, stored, test.policy.min_history)
+    return warnings
+
+
+def _points(verdicts: Sequence[Verdict], series: str, test: str) -> dict[CoordinateSpec, list[StoredPoint]]:
+    """Every selected value, tracked ones included, with its verdict; a missing value stores nothing."""
+    points: dict[CoordinateSpec, list[StoredPoint]] = {}
+    for v in verdicts:
+        if v.value is None:
+            continue
+        spec = CoordinateSpec(
+            coordinate=v.coordinate,
+            series_key=series,
+            test=test,
+            metric=v.gate.metric,
+            steps_key=v.gate.steps_key,
+            constraint_key=v.gate.constraint_key,
+        )
+        points.setdefault(spec, []).append(
+            StoredPoint(
+                step=v.step, value=v.value, status=v.status, ref=v.band.ref, lo=v.band.lo, hi=v.band.hi
+            )
+        )
+    return points
+
+
+BANNER_WIDTH = 78
+
+
+def banner(warnings: Sequence[RekeyWarning]) -> str:
+    """The stderr banner a person cannot miss when baselines cold-start."""
+    line = "!" * BANNER_WIDTH
+    body = [line, f"!!  RE-KEY: {len(warnings)} gate(s) lost their baseline and start cold", line]
+    for w in warnings:
+        body.append(f"!!  {w.gate.metric}  ({w.gate.file}:{w.gate.line})")
+        body.append(
+            f"!!    {w.old.coordinate} -> {w.coordinate}: {w.orphaned} trusted values no longer count"
+        )
+        for d in w.differences:
+            body.append(f"!!    {d.describe()}")
+        body.append(f"!!    gates again after {w.nightlies_to_active} trusted nightly run(s)")
+    body.append("!!  see `gatecfg diff --base origin/main`, or `gatecfg carry` if only a constraint changed")
+    body.append(line)
+    return "\n".join(body)
+
+
+def evaluate_command(req: Request, outputs: Sequence[Output]) -> int:
+    report = run_evaluation(req)
+    if report.warnings:
+        print(banner(report.warnings), file=sys.stderr)
+    for output in outputs:
+        text = render(report, output.fmt)
+        if output.path is None:
+            sys.stdout.write(text)
+        else:
+            _write(output.path, text)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(render(report, "markdown"))
+    return report.exit_code
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise InputError.at(str(path), f"cannot write the report: {exc.strerror or exc}") from None

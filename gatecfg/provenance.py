@@ -1,0 +1,66 @@
+"""Where a run came from: flags, then the CI environment (GitHub Actions, GitLab, Buildkite, Jenkins)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True)
+class Provenance:
+    run_id: str
+    commit: str | None
+    branch: str | None
+    ci_run_id: str | None
+    ci_run_attempt: str | None
+    url: str | None
+
+
+def _first(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _ci_url(env: Mapping[str, str]) -> str | None:
+    server, repo, run = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
+    if server and repo and run:
+        attempt = env.get("GITHUB_RUN_ATTEMPT")
+        return f"{server}/{repo}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
+    return _first(env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL")
+
+
+def provenance(
+    *,
+    test: str,
+    run_id: str | None,
+    commit: str | None,
+    branch: str | None,
+    url: str | None,
+    env: Mapping[str, str] | None = None,
+) -> Provenance:
+    """Flags win over the environment. The default run id names one evaluation of one test:
+    `<ci run id>.<attempt>:<test>` in CI, so a CI job that gates several tests stores each once."""
+    env = os.environ if env is None else env
+    ci_run_id = _first(env, "GITHUB_RUN_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "BUILD_ID")
+    attempt = _first(env, "GITHUB_RUN_ATTEMPT", "BUILDKITE_RETRY_COUNT")
+    if run_id is None:
+        if ci_run_id is not None:
+            run_id = f"{ci_run_id}.{attempt or '1'}:{test}"
+        else:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            run_id = f"local-{stamp}-{uuid.uuid4().hex[:8]}:{test}"
+    return Provenance(
+        run_id=run_id,
+        commit=commit or _first(env, "GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT"),
+        branch=branch
+        or _first(env, "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH", "BRANCH_NAME"),
+        ci_run_id=ci_run_id,
+        ci_run_attempt=attempt,
+        url=url or _ci_url(env),
+    )

@@ -1,0 +1,55 @@
+"""JUnit XML: one testcase per gate, every step inside it, so CI test UIs show what failed.
+
+Enforced failures are <failure>/<error>; shadow failures and cold gates do not fail the job, so
+they are not red: a shadow failure is reported in <system-out>, a fully cold gate is <skipped>.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from gatecfg.report import RunReport, step_label, worst
+
+
+def render_junit(report: RunReport) -> str:
+    suites = ET.Element("testsuites", name="gatecfg")
+    suite = ET.SubElement(suites, "testsuite", name=report.test)
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="gatecfg.run_id", value=report.run.run_id)
+    ET.SubElement(props, "property", name="gatecfg.exit_code", value=str(report.exit_code))
+    for warning in report.warnings:
+        ET.SubElement(props, "property", name="gatecfg.rekey", value=warning.message)
+    tests = failures = errors = skipped = 0
+    for metric, group in report.gates():
+        tests += 1
+        gate = group[0].gate
+        case = ET.SubElement(suite, "testcase", name=metric, classname=report.test, file=gate.file)
+        case.set("line", str(gate.line))
+        lines = [f"step {step_label(v)}: {v.status}: {v.reason}" for v in group]
+        bad = [v for v in group if v.status in ("fail", "error")]
+        status = worst(group)
+        if any(v.fails_job for v in bad):
+            failing = [v for v in bad if v.fails_job]
+            kind = "error" if all(v.status == "error" for v in failing) else "failure"
+            failures += kind == "failure"
+            errors += kind == "error"
+            node = ET.SubElement(
+                case, kind, message=f"{len(failing)} of {len(group)} steps {kind}: {failing[0].reason}"
+            )
+            node.text = "\n".join(lines)
+        elif status == "cold" and all(v.status == "cold" for v in group):
+            skipped += 1
+            ET.SubElement(case, "skipped", message=group[0].reason)
+        out = ET.SubElement(case, "system-out")
+        prefix = (
+            f"SHADOW: {len(bad)} steps failing (not enforced)\n"
+            if bad and not any(v.fails_job for v in bad)
+            else ""
+        )
+        out.text = prefix + "\n".join(lines)
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,60 @@
+"""Markdown for `$GITHUB_STEP_SUMMARY` and PR comments."""
+
+from __future__ import annotations
+
+from gatecfg.band import fmt
+from gatecfg.evaluate import Verdict
+from gatecfg.report import RunReport, step_label, worst
+
+ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
+DETAIL_ROWS = 50
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: RunReport) -> str:
+    run = report.run
+    lines = [f"### gatecfg: `{report.test}`", ""]
+    state = "passed" if report.exit_code == 0 else "**failed**"
+    lines.append(
+        f"Exit {report.exit_code} ({state}) · run `{run.run_id}` · commit `{run.commit or '-'}` · "
+        f"{'written, ' + ('trusted' if run.trusted else '**untrusted**') if run.written else 'not written'}"
+    )
+    if report.enforce_disabled:
+        lines += ["", "> [!NOTE]", "> `GATECFG_ENFORCE=0`: enforced gates ran as shadow gates."]
+    for warning in report.warnings:
+        lines += ["", "> [!WARNING]", f"> **Re-key, baseline cold-started:** {_cell(warning.message)}"]
+    lines += ["", "| | gate | role | steps | coordinates |", "|---|---|---|---|---|"]
+    for metric, group in report.gates():
+        counts: dict[str, int] = {}
+        for v in group:
+            counts[v.status] = counts.get(v.status, 0) + 1
+        role = "tracked" if not group[0].gate.gated else ("enforced" if group[0].enforced else "shadow")
+        spread = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        lines.append(
+            f"| {ICONS[worst(group)]} | `{_cell(metric)}` | {role} | `{group[0].gate.steps_key}` | {spread} |"
+        )
+    attention = [v for v in report.verdicts if v.status in ("fail", "error", "cold")]
+    if attention:
+        lines += ["", "<details><summary>Coordinates that need attention</summary>", ""]
+        lines += [
+            "| | metric | step | value | ref | n | band | reason |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [_row(v) for v in attention[:DETAIL_ROWS]]
+        if len(attention) > DETAIL_ROWS:
+            lines.append(f"| | … {len(attention) - DETAIL_ROWS} more | | | | | | |")
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _row(v: Verdict) -> str:
+    step = step_label(v)
+    value = fmt(v.value) if v.value is not None else "-"
+    ref = fmt(v.band.ref) if v.band.ref is not None else "-"
+    return (
+        f"| {ICONS[v.status]} | `{_cell(v.gate.metric)}` | {step} | {value} | {ref} | {v.band.n} | "
+        f"{v.band.interval()} | {_cell(v.reason)} |"
+    )
