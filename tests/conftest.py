@@ -1,0 +1,56 @@
+"""Shared fixtures: history stores on SQLite and, when GATECFG_TEST_PG_URL is set, on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from gatecfg.store import Store
+
+PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
+    ]
+)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store: a SQLite file under tmp_path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.db'}"
+    url: str = request.getfixturevalue("postgresql_url")
+    return url
+
+
+@pytest.fixture
+def postgresql_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the server GATECFG_TEST_PG_URL names, dropped afterwards."""
+    server_url = os.environ.get(PG_URL_VARIABLE)
+    if not server_url:
+        pytest.skip(f"{PG_URL_VARIABLE} is not set: PostgreSQL store tests skipped")
+    name = f"gatecfg_test_{uuid.uuid4().hex[:16]}"
+    # CREATE/DROP DATABASE cannot run in a transaction; the name is generated, never user input.
+    server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        with server.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        server.dispose()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """An opened store at the newest schema revision."""
+    with Store.open(store_url, check_schema=False) as opened:
+        opened.upgrade()
+        yield opened
