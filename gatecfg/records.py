@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import sys
@@ -12,13 +13,9 @@ from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location
 
-# One NaN object for every parsed NaN: tuple and dataclass equality check identity before `==`, so
-# records holding the same NaN values compare equal.
-_NAN = math.nan
-
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
 _NONFINITE = {
-    "nan": _NAN,
+    "nan": math.nan,
     "inf": math.inf,
     "-inf": -math.inf,
     "infinity": math.inf,
@@ -37,10 +34,14 @@ _DUPLICATE_HINT = (
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One logged value. Points compare by data: where they were logged is provenance, not identity."""
+    """One logged value.
+
+    Points compare (and hash) by step and raw only. The value is read from raw, so raw stands for it, and
+    comparing floats would make a NaN point unequal to itself. Where a point was logged is provenance.
+    """
 
     step: int
-    value: float | None  # None when the logged value is not a number
+    value: float | None = field(compare=False)  # None when the logged value is not a number
     raw: str  # JSON text of the value as logged, for messages
     location: Location = field(compare=False)
 
@@ -96,14 +97,17 @@ def _read_text(path: str) -> str:
         ) from None
     except OSError as exc:
         raise InputError.at(Location(path), f"cannot read record file: {exc.strerror}") from None
+    # Editors and Windows tools may prepend a byte order mark, which is not an error.
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
-        # utf-8-sig: editors and Windows tools may prepend a byte order mark, which is not an error.
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_start = data.rfind(b"\n", 0, exc.start) + 1
         line = data.count(b"\n", 0, exc.start) + 1
+        # Bytes before the bad one decode; counting their characters gives the column an editor shows.
+        col = len(data[line_start : exc.start].decode("utf-8")) + 1
         raise InputError.at(
-            Location(path, line, exc.start - line_start + 1),
+            Location(path, line, col),
             f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
             hint="write the record as UTF-8 text",
         ) from None
@@ -167,11 +171,8 @@ def _value_and_raw(value: object) -> tuple[float | None, str]:
     """The numeric value of a logged JSON value (None when it is not a number) and its JSON text."""
     # `type(...) is` rather than isinstance: it is faster, and a bool must not pass for an int.
     if type(value) is float:
-        if math.isfinite(value):
-            return value, repr(value)
-        if math.isnan(value):
-            return _NAN, "NaN"
-        return value, "Infinity" if value > 0 else "-Infinity"
+        # repr is the JSON text of a finite float, and faster than json.dumps, which spells NaN and Infinity.
+        return value, repr(value) if math.isfinite(value) else json.dumps(value)
     if type(value) is int:
         try:
             return float(value), repr(value)

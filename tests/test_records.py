@@ -166,6 +166,12 @@ def test_records_compare_by_data_not_by_where_points_were_logged() -> None:
     )
 
 
+@pytest.mark.parametrize("nan", ["NaN", '"NaN"', '"nan"'], ids=["token", "string", "lower-string"])
+def test_records_holding_nan_compare_equal(nan: str) -> None:
+    text = f'{{"a": [[0, {nan}]]}}'
+    assert parse_record_text(text, "r.jsonl") == parse_record_text(text, "r.jsonl")
+
+
 def test_records_with_different_values_differ() -> None:
     assert parse_record_text('{"a": [[0, 1]]}', "r.jsonl") != parse_record_text('{"a": [[0, 2]]}', "r.jsonl")
 
@@ -451,11 +457,20 @@ def test_same_file_twice_is_an_input_error(tmp_path: Path) -> None:
     )
 
 
-def test_invalid_utf8_names_line_and_column(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (b'{"_step": 0, "a": 1}\n{"_step": 1, "\xff": 2}\n', "2:15"),
+        (b'{"_step": 0, "\xc3\xa9t\xc3\xa9": 1, "\xff": 2}\n', "1:25"),
+        (b'\xef\xbb\xbf{"\xff": [[0, 1]]}\n', "1:3"),
+    ],
+    ids=["ascii-before", "multibyte-before", "after-bom"],
+)
+def test_invalid_utf8_names_line_and_character_column(tmp_path: Path, data: bytes, where: str) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(b'{"_step": 0, "a": 1}\n{"_step": 1, "\xff": 2}\n')
+    path.write_bytes(data)
     assert _error([str(path)]) == (
-        f"{path}:2:15: error: not valid UTF-8 (byte 0xff)\n  hint: write the record as UTF-8 text"
+        f"{path}:{where}: error: not valid UTF-8 (byte 0xff)\n  hint: write the record as UTF-8 text"
     )
 
 
@@ -608,9 +623,10 @@ def test_forty_metrics_by_a_thousand_steps_parse_well_under_half_a_second(
 ) -> None:
     text = shape(40, 1000)
     best = math.inf
-    for _ in range(3):  # best of three: a loaded CI runner must not make this flaky
-        start = time.perf_counter()
+    # CPU time, best of five: other jobs on a shared CI runner must not make this flaky.
+    for _ in range(5):
+        start = time.process_time()
         record = parse_record_text(text, "run.jsonl")
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     assert sum(len(points) for points in record.series.values()) == 40_000
     assert best < 0.5
