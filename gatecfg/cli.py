@@ -128,7 +128,87 @@ def build_parser() -> _Parser:
         metavar="FMT=FILE",
         help="also write another format to a file, e.g. junit=gatecfg.xml (repeatable)",
     )
+    for verb, trusted in (("untrust", False), ("trust", True)):
+        p = _add(
+            sub,
+            verb,
+            f"Mark stored runs as {'trusted' if trusted else 'untrusted'} "
+            f"({'they form baselines again' if trusted else 'kept out of baselines'}); deletes nothing.",
+            f"gatecfg {verb} --commit 3f2a9c1 --reason 'flaky runner'",
+            _trust if trusted else _untrust,
+        )
+        chosen = p.add_mutually_exclusive_group(required=True)
+        chosen.add_argument("--run-id", help="one run")
+        chosen.add_argument("--commit", help="every run of a commit")
+        chosen.add_argument("--ci-run-id", help="every run of a CI run (all tests, all attempts)")
+        p.add_argument("--reason", help="kept with the run, shown by `gatecfg history`")
+        _db_option(p)
+
+    p = _add(
+        sub,
+        "history",
+        "List stored values newest first, with trust and the band each value was judged against.",
+        "gatecfg history --test tests/e2e/test_foo_ci.py --metric rollout/raw_reward --step 1",
+        _history,
+    )
+    p.add_argument("--test", required=True, metavar="T")
+    p.add_argument("--metric", required=True, metavar="M")
+    p.add_argument("--step", type=int, metavar="S", help="one step (-1 for `last`)")
+    _series_option(p)
+    p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    _db_option(p)
+
+    p = _add(sub, "db", "Manage the history store.", "gatecfg db upgrade --db postgresql+psycopg://...", _db)
+    p.add_argument("action", choices=["upgrade"], help="upgrade: apply the store's migrations")
+    _db_option(p)
     return parser
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from gatecfg.commands.trust import set_trust
+
+    return set_trust(
+        db=db_url(args.db),
+        trusted=True,
+        run_id=args.run_id,
+        commit=args.commit,
+        ci_run_id=args.ci_run_id,
+        reason=args.reason,
+    )
+
+
+def _untrust(args: argparse.Namespace) -> int:
+    from gatecfg.commands.trust import set_trust
+
+    return set_trust(
+        db=db_url(args.db),
+        trusted=False,
+        run_id=args.run_id,
+        commit=args.commit,
+        ci_run_id=args.ci_run_id,
+        reason=args.reason,
+    )
+
+
+def _history(args: argparse.Namespace) -> int:
+    from gatecfg.commands.history import history
+
+    return history(
+        db=db_url(args.db),
+        test=args.test,
+        metric=args.metric,
+        step=args.step,
+        labels=_labels(args.series) if args.series else None,
+        limit=args.limit or None,
+        fmt_name=args.format,
+    )
+
+
+def _db(args: argparse.Namespace) -> int:
+    from gatecfg.commands.db import upgrade
+
+    return upgrade(db=db_url(args.db))
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,104 @@
+"""`gatecfg history`: stored values of a metric, newest first, with trust and the band they were judged by."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gatecfg.band import Band, fmt
+from gatecfg.errors import EXIT_OK
+from gatecfg.keys import series_key
+from gatecfg.store import HistoryRow, Store
+
+
+def history(
+    *,
+    db: str,
+    test: str,
+    metric: str,
+    step: int | None,
+    labels: Mapping[str, str] | None,
+    limit: int | None,
+    fmt_name: str,
+) -> int:
+    series = series_key(test, labels) if labels is not None else None
+    with Store.open(db) as store:
+        rows = store.history(test=test, metric=metric, step=step, series_key=series, limit=limit)
+    if fmt_name == "json":
+        print(json.dumps([_json(r) for r in rows], indent=2))
+        return EXIT_OK
+    if not rows:
+        where = f" at step {step}" if step is not None else ""
+        print(f"no stored values for {metric}{where} of {test} in {store.url}")
+        return EXIT_OK
+    print(_table(rows, limit))
+    return EXIT_OK
+
+
+def _json(row: HistoryRow) -> dict[str, Any]:
+    p = row.point
+    return {
+        "run_id": row.run_id,
+        "commit": row.commit,
+        "branch": row.branch,
+        "created_at": row.created_at.isoformat(),
+        "trusted": row.trusted,
+        "gate_trusted": row.gate_trusted,
+        "trust_override": row.trust_override,
+        "coordinate": row.coordinate.coordinate,
+        "steps_key": row.coordinate.steps_key,
+        "constraint_key": row.coordinate.constraint_key,
+        "series_key": row.coordinate.series_key,
+        "step": p.step,
+        "value": None if p.value != p.value else p.value,  # NaN is not JSON
+        "status": p.status,
+        "ref": p.ref,
+        "lo": p.lo,
+        "hi": p.hi,
+    }
+
+
+def _table(rows: list[HistoryRow], limit: int | None) -> str:
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in (
+        "written",
+        "run",
+        "commit",
+        "trust",
+        "coordinate",
+        "step",
+        "value",
+        "status",
+        "ref",
+        "band",
+    ):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        p = row.point
+        trust = "trusted" if row.trusted else "UNTRUSTED"
+        if row.trust_override is not None:
+            trust += " (set by hand)"
+        band = Band(p.ref, 0, p.lo, p.hi).interval() if p.ref is not None else "-"
+        table.add_row(
+            row.created_at.strftime("%Y-%m-%d %H:%M"),
+            row.run_id,
+            (row.commit or "-")[:10],
+            trust,
+            row.coordinate.coordinate,
+            "last" if p.step == -1 else str(p.step),
+            fmt(p.value),
+            p.status,
+            fmt(p.ref) if p.ref is not None else "-",
+            band,
+        )
+    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+    console.print(table)
+    if limit is not None and len(rows) == limit:
+        console.print(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
+    return console.file.getvalue().rstrip()  # type: ignore[attr-defined,no-any-return]

@@ -1,0 +1,32 @@
+"""`gatecfg trust` / `untrust`: repair a run's trust after the fact, idempotently, deleting nothing."""
+
+from __future__ import annotations
+
+from gatecfg.errors import EXIT_OK
+from gatecfg.store import Store
+
+
+def set_trust(
+    *,
+    db: str,
+    trusted: bool,
+    run_id: str | None,
+    commit: str | None,
+    ci_run_id: str | None,
+    reason: str | None,
+) -> int:
+    """The CLI guarantees exactly one selector (a mutually exclusive, required group)."""
+    flag, value = next(
+        (flag, v) for flag, v in (("--run-id", run_id), ("--commit", commit), ("--ci-run-id", ci_run_id)) if v
+    )
+    with Store.open(db) as store:
+        matched, changed = store.set_trust(
+            trusted=trusted, run_id=run_id, commit=commit, ci_run_id=ci_run_id, reason=reason
+        )
+    state = "trusted" if trusted else "untrusted"
+    if matched == 0:
+        print(f"no stored run has {flag} {value}: nothing changed (store {store.url})")
+    else:
+        already = matched - changed
+        print(f"{matched} run(s) with {flag} {value}: {changed} now {state}, {already} already {state}")
+    return EXIT_OK
