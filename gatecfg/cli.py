@@ -159,6 +159,19 @@ def build_parser() -> _Parser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     _db_option(p)
 
+    p = _add(
+        sub,
+        "demo",
+        "Seed a SQLite history from the bundled nightlies, then evaluate a regressed PR run.",
+        "gatecfg demo",
+        _demo,
+    )
+    _gates_option(p)
+    p.add_argument("--examples", type=Path, default=Path("examples"), help="default: examples/")
+    p.add_argument(
+        "--db-file", type=Path, default=Path(".gatecfg/demo.db"), help="default: .gatecfg/demo.db (recreated)"
+    )
+
     p = _add(sub, "db", "Manage the history store.", "gatecfg db upgrade --db postgresql+psycopg://...", _db)
     p.add_argument("action", choices=["upgrade"], help="upgrade: apply the store's migrations")
     _db_option(p)
@@ -203,6 +216,12 @@ def _history(args: argparse.Namespace) -> int:
         limit=args.limit or None,
         fmt_name=args.format,
     )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gatecfg.commands.demo import demo
+
+    return demo(gates=args.gates, examples=args.examples, db_file=args.db_file)
 
 
 def _db(args: argparse.Namespace) -> int:
