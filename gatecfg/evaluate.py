@@ -88,8 +88,7 @@ def judge(
         missing = needed - current.n
         return verdict(
             "cold",
-            f"cold: {current.n} trusted value{'s' * (current.n != 1)} at this coordinate, "
-            f"min_history is {policy.min_history}; the band gates after {missing} more trusted nightl"
+            f"cold: {current.n} of min_history={needed} trusted values; gates after {missing} more nightl"
             f"{'ies' if missing != 1 else 'y'}",
         )
     if current.contains(value):
