@@ -6,6 +6,8 @@ Every field of a gate is optional here because inheritance needs to know what wa
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -35,13 +37,18 @@ def _steps(value: Any) -> Steps | None:
         if not value:
             raise PydanticCustomError("steps", "the list of steps is empty")
         steps: list[int] = []
-        for item in value:
+        # `index` lets parse point at the offending item rather than at the whole list.
+        for index, item in enumerate(value):
             if isinstance(item, bool) or not isinstance(item, int) or item < 0:
                 raise PydanticCustomError(
-                    "steps", "steps are whole numbers >= 0, got {item}", {"item": _show(item)}
+                    "steps",
+                    "steps are whole numbers >= 0, got {item}",
+                    {"item": _show(item), "index": index},
                 )
             if item in steps:
-                raise PydanticCustomError("steps", "step {item} is listed twice", {"item": item})
+                raise PydanticCustomError(
+                    "steps", "step {item} is listed twice", {"item": item, "index": index}
+                )
             steps.append(item)
         return tuple(sorted(steps))
     raise PydanticCustomError(
@@ -50,11 +57,17 @@ def _steps(value: Any) -> Steps | None:
 
 
 def _show(value: Any) -> str:
+    """A value as the reader wrote it in YAML, not as Python prints it."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, list | dict):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -121,12 +134,19 @@ class Limits(_Model):
             raise PydanticCustomError("limits_empty", "limits need `min`, `max` or both")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise PydanticCustomError(
-                "limits_order", "min ({min}) is above max ({max})", {"min": self.min, "max": self.max}
+                "limits_order",
+                "min ({min}) is above max ({max})",
+                {"min": _bound(self.min), "max": _bound(self.max)},
             )
         return self
 
     def literal(self) -> dict[str, float]:
         return self.model_dump(exclude_none=True)
+
+
+def _bound(value: float) -> str:
+    # Limits are floats once validated; `min: 2` should read back as 2, not 2.0.
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 class GateSpec(_Model):

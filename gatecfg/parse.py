@@ -20,7 +20,7 @@ M = TypeVar("M", bound=BaseModel)
 def parse_doc(doc: LoadedDoc, model: type[M]) -> M:
     """The validated model, or an InputError listing every problem with its position."""
     if not isinstance(doc.data, dict):
-        kind = "a list" if isinstance(doc.data, list) else f"`{_show(doc.data)}`"
+        kind = "a list" if isinstance(doc.data, list) else _got(doc.data)
         raise InputError(
             [
                 Problem(
@@ -33,7 +33,8 @@ def parse_doc(doc: LoadedDoc, model: type[M]) -> M:
     try:
         return model.model_validate(doc.data)
     except ValidationError as exc:
-        problems = [_problem(doc, model, err) for err in exc.errors()]
+        errors = _drop_missing_explained_by_typo(model, exc.errors())
+        problems = [_problem(doc, model, err) for err in errors]
         raise InputError(sorted(_dedupe(problems), key=lambda p: p.location)) from None
 
 
@@ -47,16 +48,39 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
+def _drop_missing_explained_by_typo(model: type[BaseModel], errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """`gate:` for `gates:` is one mistake: the did-you-mean says it, a second "missing `gates`" is noise."""
+    suggested: set[tuple[KeyPath, str]] = set()
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            parent = tuple(err["loc"][:-1])
+            suggested.update((parent, key) for key in _close_keys(model, parent, str(err["loc"][-1])))
+    return [
+        err
+        for err in errors
+        if not (err["type"] == "missing" and (tuple(err["loc"][:-1]), str(err["loc"][-1])) in suggested)
+    ]
+
+
+def _close_keys(model: type[BaseModel], parent: KeyPath, key: str) -> list[str]:
+    return difflib.get_close_matches(key, _allowed_keys(model, parent), n=1, cutoff=0.6)
+
+
 def _problem(doc: LoadedDoc, model: type[BaseModel], err: ErrorDetails) -> Problem:
     path: KeyPath = tuple(err["loc"])
     kind = err["type"]
     value = err.get("input")
     if kind == "extra_forbidden":
         key = str(path[-1])
-        allowed = _allowed_keys(model, path[:-1])
-        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-        suggestion = f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}"
+        close = _close_keys(model, path[:-1], key)
+        allowed = ", ".join(_allowed_keys(model, path[:-1]))
+        suggestion = f"did you mean `{close[0]}`?" if close else f"allowed keys: {allowed}"
         return Problem(doc.location(path, key=True), f"unknown key `{key}`", dotted(path), suggestion)
+    if path and path[-1] == "[key]":
+        # pydantic reports a bad mapping key as `<dict path>.<key>.[key]`: point at the key itself.
+        message, hint = _message(kind, err, value)
+        hint = hint or "write the metric as the training logger names it, e.g. `train/grad_norm`"
+        return Problem(doc.location(path[:-1], key=True), f"metric name {message}", dotted(path[:-2]), hint)
     if kind == "missing":
         missing = str(path[-1])
         return Problem(
@@ -65,43 +89,74 @@ def _problem(doc: LoadedDoc, model: type[BaseModel], err: ErrorDetails) -> Probl
             dotted(path[:-1]) if path[:-1] else "",
             _MISSING_HINTS.get(missing),
         )
+    ctx = err.get("ctx") or {}
+    if kind == "steps" and "index" in ctx:
+        path = (*path, ctx["index"])
     message, hint = _message(kind, err, value)
+    if hint is None and kind in {"string_too_short", "too_short", "literal_error"}:
+        hint = _MISSING_HINTS.get(str(path[-1]))
     return Problem(doc.location(path), message, dotted(path), hint)
 
 
 _MISSING_HINTS = {
     "test": "name the test this file gates, e.g. `test: tests/e2e/test_foo_ci.py`",
     "gates": "declare at least one metric under `gates:`",
-    "version": "write `version: 1` at the top of the base file",
+    "version": "write `version: 1` at the top of the base file (the only version this gatecfg reads)",
     "require": "list the metrics the rule requires, e.g. `require: [perf/actor_train_mfu]`",
     "name": "give the rule a short name, e.g. `name: mfu-tracked`",
 }
 
 
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false"}
+
+
+def _got(value: Any) -> str:
+    """`the string 'yes'` or `` `1.5` ``: a quoted string must not read as a bare YAML word."""
+    return f"the string {_show(value)}" if isinstance(value, str) else f"`{_show(value)}`"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]:
-    got = _show(value)
+    got = _got(value)
     ctx = err.get("ctx") or {}
     if kind in {"float_type", "int_type", "float_parsing", "int_parsing"}:
         what = "a whole number" if kind.startswith("int") else "a number"
         if isinstance(value, bool):
-            return f"must be {what}, not a boolean (`{got}`)", None
-        if isinstance(value, str):
-            return f"must be {what}, got the string {got}", "write the number without quotes"
-        return f"must be {what}, got `{got}`", None
+            return f"must be {what}, not a boolean ({got})", None
+        if isinstance(value, str) and _is_number(value):
+            return f"must be {what}, got {got}", "write the number without quotes"
+        return f"must be {what}, got {got}", None
     if kind == "bool_type":
-        return f"must be true or false, got `{got}`", None
+        if isinstance(value, str) and value.lower() in _YAML11_BOOLS:
+            return f"must be true or false, got {got}", (
+                "write `true` or `false` without quotes (YAML 1.2 reads yes/no/on/off as strings)"
+            )
+        return f"must be true or false, got {got}", None
     if kind == "string_type":
-        return f"must be a string, got `{got}`", None
+        return f"must be a string, got {got}", None
     if kind in {"dict_type", "model_type"}:
-        return f"must be a mapping, got `{got}`", None
+        if isinstance(value, list):
+            return f"must be a mapping, got a list {got}", "write `key: value` lines, not `- ` list items"
+        if value is None:
+            return "must be a mapping, got nothing (`null`)", "write its fields indented below the key"
+        return f"must be a mapping, got {got}", None
     if kind in {"tuple_type", "list_type"}:
-        return f"must be a list, got `{got}`", None
+        if isinstance(value, dict):
+            return "must be a list, got a mapping", "start each item on its own line with `- `"
+        return f"must be a list, got {got}", None
     if kind == "literal_error":
-        return f"must be {ctx.get('expected', 'one of the allowed values')}, got `{got}`", None
+        return f"must be {ctx.get('expected', 'one of the allowed values')}, got {got}", None
     if kind in {"greater_than_equal", "greater_than"} and "ge" in ctx:
-        return f"must be >= {ctx['ge']:g}, got `{got}`", None
+        return f"must be >= {ctx['ge']:g}, got {got}", None
     if kind == "finite_number":
-        return f"must be a finite number, got `{got}`", None
+        return f"must be a finite number, got {got}", None
     if kind == "steps":
         return err["msg"], STEPS_HINT
     if kind == "null_field":

@@ -173,7 +173,7 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
         if previous is not None:
             tree.problems.append(
                 Problem(
-                    Location(resolved.file, 1, 1),
+                    loader.docs[resolved.file].location(("test",)),
                     f"test `{resolved.test}` is already gated by {previous.file}",
                     dotted="test",
                     hint="one gate file per test: merge the two files",
@@ -195,6 +195,7 @@ class _Loader:
         self.problems = problems
         self.bases: dict[Path, Base | None] = {}
         self.chains: dict[Path, tuple[Base, ...] | None] = {}
+        self.docs: dict[str, LoadedDoc] = {}  # gate files by shown path, to locate tree-wide problems
 
     def base(self, path: Path, shown: str | None = None) -> Base | None:
         if path not in self.bases:
@@ -244,7 +245,14 @@ class _Loader:
                 break
             if any(b.path == target for b in chain):
                 cycle = " -> ".join([*(b.doc.path for b in chain), display_path(target)])
-                self.problems.append(Problem(loc, f"`extends` forms a cycle: {cycle}", dotted="extends"))
+                self.problems.append(
+                    Problem(
+                        loc,
+                        f"base files extend each other in a cycle: {cycle}",
+                        dotted="extends",
+                        hint="remove `extends:` from one of them",
+                    )
+                )
                 break
             path = target
         self.chains[start] = None
@@ -264,6 +272,7 @@ class _Loader:
         shown = display_path(path)
         try:
             doc = read_yaml(path, shown)
+            self.docs[shown] = doc
             model = parse_doc(doc, GateFile)
         except InputError as exc:
             self.problems.extend(exc.problems)
@@ -320,16 +329,20 @@ class _Loader:
                 sources[name] = f"{source_doc.path}:{source_doc.line_of((*prefix, name))}"
         missing = [name for name in ("steps", "constraint") if name not in sources]
         if missing:
-            searched = ", ".join(b.doc.path for b in chain) or "no base.yaml found above this file"
+            searched = (
+                f"searched: {', '.join(b.doc.path for b in chain)}"
+                if chain
+                else "no base.yaml in this folder or above it"
+            )
             loc = doc.location(("gates", metric), key=True)
+            names = " and ".join(f"`{m}`" for m in missing)
             if not spec.model_fields_set:
-                message = f"`{metric}` is a one-liner but no base file has defaults for it"
-                message += f" (searched: {searched})"
+                message = f"`{metric}` is a one-liner but no base file has defaults for it ({searched})"
             else:
-                names = " and ".join(f"`{m}`" for m in missing)
-                message = f"{names} not written here and not inherited (searched: {searched})"
+                message = f"{names} not written here and not inherited ({searched})"
+            fields = " and ".join(f"`{m}:`" for m in missing)
             hint = (
-                f"write `steps:` and `constraint:` for it, or add `{metric}:` under `defaults:` in "
+                f"write {fields} for it, or add `{metric}:` under `defaults:` in "
                 f"{chain[0].doc.path if chain else 'a base.yaml'}"
             )
             self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
@@ -363,7 +376,8 @@ class _Loader:
                 if not absent:
                     continue
                 names = ", ".join(f"`{m}`" for m in absent)
-                why = "a test with a gated metric" if rule.when == "gated" else "every test here"
+                scope = f"every test matching `{rule.under}`" if rule.under else "every test"
+                why = f"{scope} with a gated metric" if rule.when == "gated" else scope
                 where = base.source("rules", index)
                 message = f"rule `{rule.name}` ({where}): {why} must also declare {names}"
                 if rule.reason:

@@ -8,7 +8,6 @@ still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +80,7 @@ def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     if root is None:
         raise InputError.at(
             Location(path, 1, 1),
-            "the file is empty",
+            "the file is empty" if not text.strip() else "the file holds only comments",
             hint="a gate file starts with `test:` and `gates:`; a base file with `version: 1`",
         )
     doc = LoadedDoc(path, None)
@@ -105,8 +104,19 @@ def _decode(raw: bytes, path: str) -> str:
 
 def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
     mark = exc.problem_mark or exc.context_mark
-    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     problem = str(exc.problem or exc.context or "invalid YAML")
+    for raw, plain in (("'<stream end>'", "the end of the file"), ("end of stream", "end of the file")):
+        problem = problem.replace(raw, plain)
+    if exc.problem and exc.context and exc.context_mark is not None:
+        # "while parsing a flow mapping": where the unclosed construct began is what the reader needs;
+        # at the end of the file it is the only useful place to point at.
+        start = exc.context_mark
+        if "end of the file" in problem:
+            mark = start
+            problem += f" ({exc.context} that starts here)"
+        else:
+            problem += f" ({exc.context} that starts at {start.line + 1}:{start.column + 1})"
+    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     hint = None
     if "'\\t'" in problem or "\t" in problem:
         problem, hint = "a tab character in indentation", "YAML indents with spaces; replace the tab"
@@ -114,6 +124,8 @@ def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
         problem, hint = "more than one YAML document", "remove the `---` line: one file holds one document"
     elif "undefined alias" in problem:
         hint = "define the anchor (`&name`) before its alias (`*name`)"
+    elif "mapping values are not allowed" in problem:
+        hint = "quote a value that contains `: `"
     return Problem(Location(path, line, col), f"invalid YAML: {problem}", hint=hint)
 
 
@@ -133,15 +145,30 @@ class _Converter:
     def convert(self, node: Node, path: KeyPath) -> Any:
         self.budget -= 1
         if self.budget < 0:
-            raise self.fail(
-                node,
-                f"the document expands to more than {MAX_NODES} values through aliases",
-                path,
-                hint="write the values out instead of nesting aliases",
+            # Deep inside the expansion both the node (an anchor's definition) and the list indices
+            # mean nothing to the reader: name the nearest key whose value blows up.
+            keyed = path
+            while keyed and isinstance(keyed[-1], int):
+                keyed = keyed[:-1]
+            loc = self.doc.location(keyed, key=True)
+            raise InputError(
+                [
+                    Problem(
+                        loc,
+                        f"the value expands to more than {MAX_NODES} values through aliases",
+                        dotted=dotted(keyed),
+                        hint="write the values out instead of nesting aliases",
+                    )
+                ]
             )
         self.doc.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if id(node) in self.stack:
-            raise self.fail(node, "an alias refers to the mapping or list that contains it", path)
+            raise self.fail(
+                node,
+                "an alias refers to the mapping or list that contains it",
+                path,
+                hint="an anchor cannot contain its own alias; write the values out",
+            )
         if isinstance(node, ScalarNode):
             return self.scalar(node, path)
         self.stack.add(id(node))
@@ -172,14 +199,15 @@ class _Converter:
             self.check_tag(node, f"{_TAG}str", path)
         return self.constructor.construct_object(node, deep=True)
 
-    def mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
+    def mapping(self, node: MappingNode, path: KeyPath, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Keys in `skip` are already written nearer (merge keys): their values and positions lose."""
         self.check_tag(node, f"{_TAG}map", path)
         out: dict[str, Any] = {}
         first_seen: dict[str, int] = {}
-        merged: list[tuple[str, Any, KeyPath]] = []
+        merges: list[Node] = []
         for key_node, value_node in node.value:
             if str(key_node.tag) == _MERGE_TAG:
-                merged.extend(self.merge_sources(value_node, path))
+                merges.append(value_node)
                 continue
             if not isinstance(key_node, ScalarNode) or str(key_node.tag) != f"{_TAG}str":
                 raise self.fail(
@@ -197,20 +225,32 @@ class _Converter:
                     hint="remove one of the two; YAML would silently keep only the last",
                 )
             first_seen[key] = key_node.start_mark.line + 1
+            if key in skip:
+                continue
             child = (*path, key)
             self.doc.keys[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if _is_empty(value_node):
+                # An empty value's mark is wherever the next token starts, often the next line:
+                # the key is where the reader wrote `enforce:` and left it empty.
+                self.doc.values.setdefault(child, self.doc.keys[child])
             out[key] = self.convert(value_node, child)
-        for key, value, _ in merged:
-            out.setdefault(key, value)
+        # Merged after the explicit keys, whatever the order in the file, so that an overridden
+        # merged value never records its position over the key that really wins.
+        for merge in merges:
+            for source in merge.value if isinstance(merge, SequenceNode) else [merge]:
+                if not isinstance(source, MappingNode):
+                    raise self.fail(
+                        source,
+                        "`<<` merges mappings only",
+                        path,
+                        hint="merge an anchored mapping: `<<: *name` where `&name` marks a mapping",
+                    )
+                out.update(self.mapping(source, path, skip | frozenset(out)))
         return out
 
-    def merge_sources(self, node: Node, path: KeyPath) -> Iterator[tuple[str, Any, KeyPath]]:
-        sources = node.value if isinstance(node, SequenceNode) else [node]
-        for source in sources:
-            if not isinstance(source, MappingNode):
-                raise self.fail(source, "`<<` merges mappings only", path)
-            for key, value in self.mapping(source, path).items():
-                yield key, value, (*path, key)
+
+def _is_empty(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.value == "" and node.style is None
 
 
 def _short_tag(tag: str) -> str:
