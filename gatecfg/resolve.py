@@ -8,7 +8,8 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
 3. the same in the base file it `extends:`, then the one that extends, and so on;
 4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
 5. built-in: `enforce: false`, no `limits`; policy `window: 20`, `min_history: 1`.
-   `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
+
+`steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
 A field is taken whole: a nearer `constraint` replaces a farther one, it is never merged key by key,
 so `{rel_down: 0.1}` written anywhere really does leave the up side open.
