@@ -31,10 +31,11 @@ def test_documented_yaml_validates(where: str, text: str) -> None:
     parse_doc(doc, model)
 
 
+ITEM = re.compile(r"^\s*\d\. (.*?)(?=^\s*\d\. |\n\n|\Z)", re.MULTILINE | re.DOTALL)
+
+
 def numbered(text: str) -> list[str]:
-    return [
-        " ".join(m.split()) for m in re.findall(r"^\s*\d\. (.*?)(?=^\s*\d\. |\n\n|\Z)", text, re.M | re.S)
-    ]
+    return [" ".join(item.split()) for item in ITEM.findall(text)]
 
 
 def test_precedence_list_in_docs_matches_the_code() -> None:
