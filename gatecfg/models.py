@@ -39,6 +39,12 @@ def _steps(value: Any) -> Steps | None:
         steps: list[int] = []
         # `index` lets parse point at the offending item rather than at the whole list.
         for index, item in enumerate(value):
+            if isinstance(item, float) and item.is_integer() and item >= 0:
+                raise PydanticCustomError(
+                    "steps",
+                    "write step {item} as the integer {whole}",
+                    {"item": _show(item), "whole": int(item), "index": index},
+                )
             if isinstance(item, bool) or not isinstance(item, int) or item < 0:
                 raise PydanticCustomError(
                     "steps",
@@ -71,8 +77,33 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _refuse_null(value: Any, info: ValidationInfo) -> Any:
+    # Only written values get here: `null` would read as "written", yet means nothing for these.
+    if value is None:
+        raise PydanticCustomError(
+            "null_field", "`{name}: null` has no meaning here", {"name": info.field_name}
+        )
+    return value
+
+
+def _drop_null(schema: dict[str, Any]) -> None:
+    """The JSON Schema side of `_refuse_null`: a key may be left out, but not written as `null`."""
+    options = [option for option in schema.pop("anyOf", []) if option != {"type": "null"}]
+    if len(options) == 1:
+        schema.update(options[0])
+    elif options:
+        schema["anyOf"] = options
+    schema.pop("default", None)
+
+
+# Optional to write, never `null` when written (a `null` would otherwise count as written).
+NotNull = BeforeValidator(_refuse_null)
+NotNullSchema = Field(json_schema_extra=_drop_null)
+
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+OptionalFinite = Annotated[Finite | None, NotNull, NotNullSchema]
+OptionalNonNegative = Annotated[NonNegative | None, NotNull, NotNullSchema]
 _STEPS_SCHEMA: dict[str, Any] = {
     "description": "`all` (every logged step), `last` (the last logged point, stored as step -1), "
     "or a list of distinct steps >= 0. Part of the key.",
@@ -83,6 +114,10 @@ _STEPS_SCHEMA: dict[str, Any] = {
 }
 StepsField = Annotated[Steps | None, BeforeValidator(_steps), WithJsonSchema(_STEPS_SCHEMA)]
 MetricName = Annotated[str, Field(min_length=1, pattern=r"^\S(.*\S)?$")]
+
+
+# pydantic puts a key pattern under `patternProperties`, which lets a blank key through unchecked.
+_ONLY_METRICS: dict[str, Any] = {"additionalProperties": False}
 
 
 class _Model(BaseModel):
@@ -100,10 +135,10 @@ class Constraint(_Model):
         json_schema_extra=_one_of("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
     )
 
-    rel_up: NonNegative | None = None
-    abs_floor_up: NonNegative | None = None
-    rel_down: NonNegative | None = None
-    abs_floor_down: NonNegative | None = None
+    rel_up: OptionalNonNegative = None
+    abs_floor_up: OptionalNonNegative = None
+    rel_down: OptionalNonNegative = None
+    abs_floor_down: OptionalNonNegative = None
 
     @model_validator(mode="after")
     def _one_side(self) -> Constraint:
@@ -125,8 +160,8 @@ class Limits(_Model):
 
     model_config = ConfigDict(json_schema_extra=_one_of("min", "max"))
 
-    min: Finite | None = None
-    max: Finite | None = None
+    min: OptionalFinite = None
+    max: OptionalFinite = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Limits:
@@ -168,22 +203,15 @@ class GateSpec(_Model):
     @field_validator("steps", "enforce", mode="before")
     @classmethod
     def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
-        # Only written values get here: `null` would read as "written", yet means nothing for these.
-        if value is None:
-            raise PydanticCustomError(
-                "null_field",
-                "`{name}: null` has no meaning here",
-                {"name": info.field_name},
-            )
-        return value
+        return _refuse_null(value, info)
 
 
 class Policy(_Model):
     """Evaluation policy; never part of a key."""
 
-    window: Annotated[int, Field(ge=1)] | None = None
-    min_history: Annotated[int, Field(ge=0)] | None = None
-    enforce: bool | None = None
+    window: Annotated[Annotated[int, Field(ge=1)] | None, NotNull, NotNullSchema] = None
+    min_history: Annotated[Annotated[int, Field(ge=0)] | None, NotNull, NotNullSchema] = None
+    enforce: Annotated[bool | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):
@@ -199,11 +227,11 @@ class Rule(_Model):
 class BaseFile(_Model):
     version: Literal[1]
     extends: Annotated[str, Field(min_length=1)] | None = None
-    defaults: dict[MetricName, GateSpec] = Field(default_factory=dict)
+    defaults: dict[MetricName, GateSpec] = Field(default_factory=dict, json_schema_extra=_ONLY_METRICS)
     policy: Policy = Field(default_factory=Policy)
     rules: Annotated[tuple[Rule, ...], Field(strict=False)] = ()
 
 
 class GateFile(_Model):
     test: Annotated[str, Field(min_length=1)]
-    gates: Annotated[dict[MetricName, GateSpec | None], Field(min_length=1)]
+    gates: Annotated[dict[MetricName, GateSpec | None], Field(min_length=1, json_schema_extra=_ONLY_METRICS)]

@@ -98,6 +98,14 @@ def _problem(doc: LoadedDoc, model: type[BaseModel], err: ErrorDetails) -> Probl
     return Problem(doc.location(path), message, dotted(path), hint)
 
 
+_NULL_HINTS = {
+    **dict.fromkeys(
+        ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down"),
+        "leave the key out: a side with neither of its two keys is open",
+    ),
+    **dict.fromkeys(("min", "max"), "leave the key out: an unwritten bound is not checked"),
+}
+
 _MISSING_HINTS = {
     "test": "name the test this file gates, e.g. `test: tests/e2e/test_foo_ci.py`",
     "gates": "declare at least one metric under `gates:`",
@@ -160,7 +168,7 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
     if kind == "steps":
         return err["msg"], STEPS_HINT
     if kind == "null_field":
-        return err["msg"], "remove the line to inherit the default"
+        return err["msg"], _NULL_HINTS.get(str(ctx.get("name")), "remove the line to inherit the default")
     if kind == "string_too_short":
         return "must not be empty", None
     if kind == "too_short":
