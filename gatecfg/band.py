@@ -1,4 +1,4 @@
-"""The band arithmetic of SPEC §4, pure: reference, band edges, and absolute limits.
+"""The band arithmetic of SPEC §4, pure: reference, spread, band edges, and absolute limits.
 
 Band edges are rounded to 12 significant digits before they are compared or shown, so the number
 a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4175, not
@@ -8,10 +8,14 @@ a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gatecfg.models import Constraint, Limits
+from gatecfg.models import Constraint, Limits, Reference
+
+# A sample standard deviation needs two values; below that a sigma term is left out of the width.
+SIGMA_MIN_VALUES = 2
 
 SIGNIFICANT = 12
 SHOWN = 6  # digits a person reads; JSON reports carry the full numbers
@@ -38,6 +42,7 @@ class Band:
     n: int
     lo: float | None
     hi: float | None
+    sd: float | None = None  # sample standard deviation of the window; None below two values
 
     def contains(self, value: float) -> bool:
         return (self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)
@@ -48,30 +53,68 @@ class Band:
         return f"[{lo}, {hi}]"
 
 
-def reference(values: Sequence[float]) -> float:
+def reference(values: Sequence[float], how: Reference = "mean") -> float:
+    """The mean (SPEC §4) or, with `policy.reference: median`, the median of the window."""
+    if how == "median":
+        return tidy(statistics.median(values))
     return tidy(math.fsum(values) / len(values))
 
 
-def _width(rel: float | None, floor: float | None, ref: float) -> float | None:
-    if rel is None and floor is None:
+def spread(values: Sequence[float]) -> float | None:
+    """Sample standard deviation (n - 1), around the mean whichever reference the policy picks."""
+    if len(values) < SIGMA_MIN_VALUES:
         return None
-    return max(rel * abs(ref) if rel is not None else 0.0, floor if floor is not None else 0.0)
+    mean = math.fsum(values) / len(values)
+    return tidy(math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)))
 
 
-def band(constraint: Constraint | None, history: Sequence[float]) -> Band:
-    """`hi = ref + max(rel_up*|ref|, abs_floor_up)`, `lo = ref - max(rel_down*|ref|, abs_floor_down)`."""
+def _width(
+    rel: float | None, floor: float | None, sigma: float | None, ref: float, sd: float | None
+) -> float | None:
+    if rel is None and floor is None and sigma is None:
+        return None
+    terms = [
+        rel * abs(ref) if rel is not None else 0.0,
+        floor if floor is not None else 0.0,
+        sigma * sd if sigma is not None and sd is not None else 0.0,
+    ]
+    return max(terms)
+
+
+def min_values(constraint: Constraint | None) -> int:
+    """Values a band needs before it can gate: two when a side is written with `sigma_*` alone,
+    since such a side has no width at all until the window has a spread."""
+    if constraint is None:
+        return 1
+    sigma_only = (
+        constraint.sigma_up is not None and constraint.rel_up is None and constraint.abs_floor_up is None
+    ) or (
+        constraint.sigma_down is not None
+        and constraint.rel_down is None
+        and constraint.abs_floor_down is None
+    )
+    return SIGMA_MIN_VALUES if sigma_only else 1
+
+
+def band(constraint: Constraint | None, history: Sequence[float], how: Reference = "mean") -> Band:
+    """`hi = ref + max(rel_up*|ref|, abs_floor_up, sigma_up*sd)`, and `lo` likewise with the `_down` keys.
+
+    `sd` is the sample standard deviation of the window; a sigma term needs two values.
+    """
     if not history:
         return Band(None, 0, None, None)
-    ref = reference(history)
+    ref = reference(history, how)
+    sd = spread(history)
     if constraint is None:
-        return Band(ref, len(history), None, None)
-    up = _width(constraint.rel_up, constraint.abs_floor_up, ref)
-    down = _width(constraint.rel_down, constraint.abs_floor_down, ref)
+        return Band(ref, len(history), None, None, sd)
+    up = _width(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
+    down = _width(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
     return Band(
         ref,
         len(history),
         None if down is None else tidy(ref - down),
         None if up is None else tidy(ref + up),
+        sd,
     )
 
 

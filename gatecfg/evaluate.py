@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from itertools import groupby
 from typing import Literal
 
-from gatecfg.band import Band, band, fmt, limits_breach
+from gatecfg.band import Band, band, fmt, limits_breach, min_values
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected
 
@@ -26,15 +30,17 @@ class Verdict:
     value: float | None
     band: Band
     reason: str
+    # A failing step within its gate's `tolerate`: still `fail` and listed, but the gate passes.
+    tolerated: bool = False
 
     @property
     def blocks_trust(self) -> bool:
         """A gated (enforced or shadow) coordinate that failed or errored makes the run untrusted."""
-        return self.gate.gated and self.status in ("fail", "error")
+        return self.gate.gated and self.status in ("fail", "error") and not self.tolerated
 
     @property
     def fails_job(self) -> bool:
-        return self.enforced and self.status in ("fail", "error")
+        return self.enforced and self.status in ("fail", "error") and not self.tolerated
 
     @property
     def delta_pct(self) -> float | None:
@@ -54,7 +60,7 @@ def judge(
     enforce: bool,
 ) -> Verdict:
     """One coordinate's verdict. `history` is the baseline window, newest first."""
-    current = band(gate.constraint, history)
+    current = band(gate.constraint, history, policy.reference)
     enforced = enforce and gate.enforce and gate.gated
 
     def verdict(status: Status, reason: str) -> Verdict:
@@ -83,17 +89,23 @@ def judge(
         return verdict("fail", breach)
     if gate.constraint is None:
         return verdict("pass", f"cur={fmt(value)} within limits")
-    needed = max(policy.min_history, 1)
+    needed = needed_history(gate, policy)
     if current.n < needed:
         missing = needed - current.n
+        why = f"min_history={needed}" if needed == max(policy.min_history, 1) else f"{needed} (sigma)"
         return verdict(
             "cold",
-            f"cold: {current.n} of min_history={needed} trusted values; gates after {missing} more nightl"
+            f"cold: {current.n} of {why} {policy.baseline} values; gates after {missing} more nightl"
             f"{'ies' if missing != 1 else 'y'}",
         )
     if current.contains(value):
         return verdict("pass", f"{versus} within {current.interval()}")
     return verdict("fail", f"{versus} outside {current.interval()}")
+
+
+def needed_history(gate: ResolvedGate, policy: Policy) -> int:
+    """Baseline values a coordinate needs before its band gates: `min_history`; 2 for a sigma-only side."""
+    return max(policy.min_history, min_values(gate.constraint))
 
 
 def evaluate(
@@ -103,12 +115,83 @@ def evaluate(
     *,
     enforce: bool = True,
 ) -> list[Verdict]:
-    """Verdicts for every selected coordinate of every gate (`(gate, coordinate hash, selection)`)."""
-    return [
-        judge(gate, coordinate, sel, baselines.get((coordinate, sel.step), ()), policy, enforce=enforce)
-        for gate, coordinate, selection in gates
-        for sel in selection
-    ]
+    """Verdicts for every selected coordinate of every gate (`(gate, coordinate hash, selection)`),
+    with the failing steps that a gate's `tolerate` absorbs marked `tolerated`."""
+    verdicts: list[Verdict] = []
+    for gate, coordinate, selection in gates:
+        judged = [
+            judge(gate, coordinate, sel, baselines.get((coordinate, sel.step), ()), policy, enforce=enforce)
+            for sel in selection
+        ]
+        verdicts += _tolerate(judged)
+    return verdicts
+
+
+def allowed_failures(tolerate: int | float, judged: int) -> int:
+    """Failing steps a gate tolerates among `judged` (pass or fail) steps: K, or floor(fraction * judged)."""
+    if isinstance(tolerate, float):
+        # Through the decimal the user wrote: 0.29 * 100 is 28.999999999999996 in binary floating point.
+        return math.floor(Fraction(repr(tolerate)) * judged)
+    return tolerate
+
+
+def _tolerate(verdicts: list[Verdict]) -> list[Verdict]:
+    """Errors are never tolerated: a NaN or a missing step is not noise around a band."""
+    if not verdicts or not verdicts[0].gate.tolerate:
+        return verdicts
+    failing = sum(v.status == "fail" for v in verdicts)
+    judged = sum(v.status in ("pass", "fail") for v in verdicts)
+    if failing == 0 or failing > allowed_failures(verdicts[0].gate.tolerate, judged):
+        return verdicts
+    return [dataclasses.replace(v, tolerated=True) if v.status == "fail" else v for v in verdicts]
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """A gate's verdict for a run, over all its steps: what `tolerate` decides and the JSON report shows."""
+
+    gate: ResolvedGate
+    coordinate: str
+    status: Status
+    enforced: bool
+    steps: int
+    failing: int
+    allowed: int
+
+    @property
+    def reason(self) -> str:
+        text = f"{self.failing} of {self.steps} step{'s' * (self.steps != 1)} failing"
+        if self.gate.tolerate:
+            fate = "tolerated" if self.failing <= self.allowed else "more than tolerated"
+            text += f"; tolerate: {self.gate.tolerate} allows {self.allowed} ({fate})"
+        return text
+
+
+def gate_status(verdicts: Sequence[Verdict]) -> Status:
+    """The gate's status: the worst of its steps, a tolerated failing step counting as a pass."""
+    statuses: list[Status] = ["pass" if v.tolerated else v.status for v in verdicts]
+    return min(statuses, key=STATUS_ORDER.__getitem__)
+
+
+def outcomes(verdicts: Sequence[Verdict]) -> list[GateOutcome]:
+    """One outcome per gate in declaration order (`evaluate` keeps the verdicts of a gate adjacent)."""
+    found: list[GateOutcome] = []
+    for (_, coordinate), group in groupby(verdicts, key=lambda v: (v.gate.metric, v.coordinate)):
+        items = list(group)
+        gate = items[0].gate
+        judged = sum(v.status in ("pass", "fail") for v in items)
+        found.append(
+            GateOutcome(
+                gate=gate,
+                coordinate=coordinate,
+                status=gate_status(items),
+                enforced=items[0].enforced,
+                steps=len(items),
+                failing=sum(v.status == "fail" for v in items),
+                allowed=allowed_failures(gate.tolerate, judged),
+            )
+        )
+    return found
 
 
 def trusted(verdicts: Sequence[Verdict]) -> bool:

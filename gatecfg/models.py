@@ -25,6 +25,10 @@ from pydantic_core import PydanticCustomError
 # `all`, `last`, or distinct steps >= 0 (kept sorted).
 Steps = Literal["all", "last"] | tuple[int, ...]
 
+# Policy values: the centre of the band, and which stored runs form it.
+Reference = Literal["mean", "median"]
+Baseline = Literal["trusted", "nightly"]
+
 STEPS_HINT = "write `all`, `last`, or a list of logged steps such as [0, 100, 199]"
 
 
@@ -129,23 +133,29 @@ def _one_of(*names: str) -> dict[str, Any]:
 
 
 class Constraint(_Model):
-    """The history band. A side with neither of its two keys is open (infinite). Part of the key."""
+    """The history band. A side with none of its keys (rel, abs_floor, sigma) is open. Part of the key."""
 
     model_config = ConfigDict(
-        json_schema_extra=_one_of("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
+        json_schema_extra=_one_of(
+            "rel_up", "abs_floor_up", "sigma_up", "rel_down", "abs_floor_down", "sigma_down"
+        )
     )
 
     rel_up: OptionalNonNegative = None
     abs_floor_up: OptionalNonNegative = None
     rel_down: OptionalNonNegative = None
     abs_floor_down: OptionalNonNegative = None
+    # Width sigma * s, with s the sample standard deviation of the baseline window (two values or more).
+    sigma_up: OptionalNonNegative = None
+    sigma_down: OptionalNonNegative = None
 
     @model_validator(mode="after")
     def _one_side(self) -> Constraint:
         if not self.literal():
             raise PydanticCustomError(
                 "constraint_empty",
-                "a constraint needs at least one side (rel_up/abs_floor_up or rel_down/abs_floor_down); "
+                "a constraint needs at least one side (rel_up/abs_floor_up/sigma_up or "
+                "rel_down/abs_floor_down/sigma_down); "
                 "write `constraint: null` to track the metric without gating it",
             )
         return self
@@ -184,8 +194,39 @@ def _bound(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+def _tolerate(value: Any) -> int | float | None:
+    if value is None:  # unset; an explicit null is refused by GateSpec before this runs
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and 0.0 < value < 1.0:
+        return value
+    # `1.0` could mean one step or every step: a fraction is below 1, a count is written whole.
+    raise PydanticCustomError(
+        "tolerate",
+        "tolerate is a count of steps (0, 1, 2, ...) or a fraction between 0 and 1, got {got}",
+        {"got": _show(value)},
+    )
+
+
+_TOLERATE_SCHEMA: dict[str, Any] = {
+    "description": "How many failing steps the gate lets pass: a count K >= 0, or a fraction in (0, 1) of "
+    "the steps judged. The gate fails only when more steps fail. Not part of the key.",
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    ],
+}
+Tolerate = Annotated[
+    int | float | None, BeforeValidator(_tolerate), WithJsonSchema(_TOLERATE_SCHEMA), NotNullSchema
+]
+
+
 class GateSpec(_Model):
     """One metric's declaration, in a gate file or in a base file's defaults."""
+
+    # `steps` and `constraint` are identity (they feed the key); `limits`, `enforce`, `tolerate` and
+    # `trials` decide or explain verdicts and are not.
 
     steps: StepsField = None
     constraint: Annotated[
@@ -199,8 +240,17 @@ class GateSpec(_Model):
         bool | None,
         WithJsonSchema({"type": "boolean", "description": "A failure fails the CI job (else: shadow)."}),
     ] = None
+    tolerate: Tolerate = None
+    trials: Annotated[
+        Annotated[int, Field(ge=1)] | None,
+        NotNullSchema,
+        Field(
+            description="The metric is the mean of this many Bernoulli trials (a reward over 16 "
+            "rollouts): false-alarm estimates use exact binomial arithmetic. Not part of the key."
+        ),
+    ] = None
 
-    @field_validator("steps", "enforce", mode="before")
+    @field_validator("steps", "enforce", "tolerate", "trials", mode="before")
     @classmethod
     def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
         return _refuse_null(value, info)
@@ -212,6 +262,11 @@ class Policy(_Model):
     window: Annotated[Annotated[int, Field(ge=1)] | None, NotNull, NotNullSchema] = None
     min_history: Annotated[Annotated[int, Field(ge=0)] | None, NotNull, NotNullSchema] = None
     enforce: Annotated[bool | None, NotNull, NotNullSchema] = None
+    # The centre of the band: the mean of the window (SPEC §4) or its median, which one outlier cannot move.
+    reference: Annotated[Reference | None, NotNull, NotNullSchema] = None
+    # `trusted`: runs no gated coordinate failed (or trusted by hand). `nightly`: every run not untrusted
+    # by hand, so that failing draws still enter the baseline and it cannot ratchet away from the metric.
+    baseline: Annotated[Baseline | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):

@@ -7,7 +7,8 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
    folder up to the gates root);
 3. the same in the base file it `extends:`, then the one that extends, and so on;
 4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
-5. built-in: `enforce: false`, no `limits`; policy `window: 20`, `min_history: 1`.
+5. built-in: `enforce: false`, no `limits`, `tolerate: 0`, no `trials`; policy `window: 20`,
+   `min_history: 1`, `reference: mean`, `baseline: trusted`.
 
 `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
@@ -26,14 +27,30 @@ from typing import Any
 
 from gatecfg.errors import InputError, Location, Problem
 from gatecfg.keys import constraint_key, coordinate_hash, steps_key
-from gatecfg.models import BaseFile, Constraint, GateFile, GateSpec, Limits, Rule, Steps
+from gatecfg.models import (
+    BaseFile,
+    Baseline,
+    Constraint,
+    GateFile,
+    GateSpec,
+    Limits,
+    Reference,
+    Rule,
+    Steps,
+)
 from gatecfg.parse import parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
 BUILTIN = "built-in default"
-BUILTIN_POLICY: Mapping[str, Any] = {"window": 20, "min_history": 1, "enforce": False}
-GATE_FIELDS = ("steps", "constraint", "limits", "enforce")
+BUILTIN_POLICY: Mapping[str, Any] = {
+    "window": 20,
+    "min_history": 1,
+    "enforce": False,
+    "reference": "mean",
+    "baseline": "trusted",
+}
+GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
 
 
 def display_path(path: Path) -> str:
@@ -65,6 +82,8 @@ class Policy:
     min_history: int
     enforce: bool
     sources: Mapping[str, str]
+    reference: Reference = "mean"
+    baseline: Baseline = "trusted"
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,8 @@ class ResolvedGate:
     limits: Limits | None
     enforce: bool
     sources: Mapping[str, str]
+    tolerate: int | float = 0  # failing steps (or a fraction of them) the gate lets pass; not identity
+    trials: int | None = None  # the metric is a mean of this many Bernoulli trials; not identity
 
     @property
     def gated(self) -> bool:
@@ -105,6 +126,8 @@ class ResolvedGate:
             "constraint": None if self.constraint is None else self.constraint.literal(),
             "limits": None if self.limits is None else self.limits.literal(),
             "enforce": self.enforce,
+            "tolerate": self.tolerate,
+            "trials": self.trials,
             "steps_key": self.steps_key,
             "constraint_key": self.constraint_key,
             "coordinate": self.coordinate(series),
@@ -315,8 +338,13 @@ class _Loader:
         chain: tuple[Base, ...],
         policy: Policy,
     ) -> ResolvedGate | None:
-        values: dict[str, Any] = {"limits": None, "enforce": policy.enforce}
-        sources: dict[str, str] = {"limits": BUILTIN, "enforce": policy.sources["enforce"]}
+        values: dict[str, Any] = {"limits": None, "enforce": policy.enforce, "tolerate": 0, "trials": None}
+        sources: dict[str, str] = {
+            "limits": BUILTIN,
+            "enforce": policy.sources["enforce"],
+            "tolerate": BUILTIN,
+            "trials": BUILTIN,
+        }
         # Walk from lowest to highest precedence so that each nearer writer overwrites.
         writers: list[tuple[GateSpec, LoadedDoc, tuple[str, ...]]] = [
             (b.model.defaults[metric], b.doc, ("defaults", metric))
@@ -348,6 +376,20 @@ class _Loader:
             )
             self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
             return None
+        if _tolerates_everything(values["steps"], values["tolerate"]):
+            in_file = "tolerate" in spec.model_fields_set
+            shown = values["steps"] if values["steps"] == "last" else list(values["steps"])
+            self.problems.append(
+                Problem(
+                    doc.location(("gates", metric, "tolerate") if in_file else ("gates", metric)),
+                    f"`tolerate: {values['tolerate']}` ({sources['tolerate']}) lets every step of "
+                    f"`steps: {shown}` fail, so the gate could never fail",
+                    dotted=f"gates.{metric}.tolerate",
+                    hint="tolerate counts failing steps of a many-step gate (`steps: all`); "
+                    "write `tolerate: 0` here, or `constraint: null` to track the metric without gating it",
+                )
+            )
+            return None
         return ResolvedGate(
             test=test,
             file=doc.path,
@@ -358,6 +400,8 @@ class _Loader:
             limits=values["limits"],
             enforce=values["enforce"],
             sources=sources,
+            tolerate=values["tolerate"],
+            trials=values["trials"],
         )
 
     def check_rules(
@@ -399,6 +443,13 @@ def _rule_applies(rule: Rule, relative: str, gates: list[ResolvedGate]) -> bool:
     return rule.when == "always" or any(g.gated for g in gates)
 
 
+def _tolerates_everything(steps: Steps, tolerate: int | float) -> bool:
+    """A count that reaches the number of coordinates of `last` or a step list disables the gate."""
+    if steps == "all" or isinstance(tolerate, float) or tolerate == 0:
+        return False
+    return tolerate >= (1 if steps == "last" else len(steps))
+
+
 def _policy(chain: tuple[Base, ...]) -> Policy:
     values = dict(BUILTIN_POLICY)
     sources = dict.fromkeys(BUILTIN_POLICY, BUILTIN)
@@ -411,4 +462,6 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         min_history=values["min_history"],
         enforce=values["enforce"],
         sources=sources,
+        reference=values["reference"],
+        baseline=values["baseline"],
     )

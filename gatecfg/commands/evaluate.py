@@ -50,7 +50,10 @@ def run_evaluation(req: Request) -> RunReport:
     origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
     with Store.open(req.db) as store:
         baselines = store.baselines(
-            [c for _, c, _ in selected], window=resolved.policy.window, exclude_run_id=origin.run_id
+            [c for _, c, _ in selected],
+            window=resolved.policy.window,
+            baseline=resolved.policy.baseline,
+            exclude_run_id=origin.run_id,
         )
         verdicts = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
         warnings = _rekeys(store, resolved, series, verdicts)

@@ -31,7 +31,9 @@ def _text(test: ResolvedTest, series: str) -> str:
         f"{test.test}  ({test.file})",
         f"  bases: {' -> '.join(test.bases) or '(none)'}",
         f"  policy: window={policy.window} ({policy.sources['window']}), "
-        f"min_history={policy.min_history} ({policy.sources['min_history']})",
+        f"min_history={policy.min_history} ({policy.sources['min_history']}), "
+        f"reference={policy.reference} ({policy.sources['reference']}), "
+        f"baseline={policy.baseline} ({policy.sources['baseline']})",
     ]
     for gate in test.gates:
         kind = "gated" if gate.gated else "tracked"
@@ -50,5 +52,7 @@ def _literal(gate: ResolvedGate, name: str) -> str:
         return "null" if name == "constraint" else "none"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int | float):  # tolerate, trials
+        return f"{value:g}"
     items = ", ".join(f"{k}: {v:g}" for k, v in value.literal().items())
     return "{" + items + "}"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
 
-from gatecfg.evaluate import STATUS_ORDER, Verdict
+from gatecfg.evaluate import Verdict, gate_status
 from gatecfg.rekey import RekeyWarning
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
@@ -61,7 +61,8 @@ def step_label(v: Verdict) -> str:
 
 
 def worst(verdicts: Sequence[Verdict]) -> str:
-    return min((v.status for v in verdicts), key=STATUS_ORDER.__getitem__)
+    """A gate's status in reports: its worst step, where a step its `tolerate` absorbs counts as a pass."""
+    return gate_status(verdicts)
 
 
 def render(report: RunReport, fmt: str) -> str:

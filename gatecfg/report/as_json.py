@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gatecfg.band import tidy
-from gatecfg.evaluate import Verdict
+from gatecfg.evaluate import GateOutcome, Verdict, outcomes
 from gatecfg.report import RunReport
 
 SCHEMA_VERSION = 1
@@ -25,6 +25,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
         "constraint_key": v.gate.constraint_key,
         "coordinate": v.coordinate,
         "status": v.status,
+        "tolerated": v.tolerated,
         "enforced": v.enforced,
         "gated": v.gate.gated,
         "value": v.value,
@@ -32,9 +33,24 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
         "n": v.band.n if v.band.ref is not None else None,
         "lo": _num(v.band.lo),
         "hi": _num(v.band.hi),
+        "sd": _num(v.band.sd),
         "limits": None if v.gate.limits is None else v.gate.limits.literal(),
         "reason": v.reason,
         "source": f"{v.gate.file}:{v.gate.line}",
+    }
+
+
+def outcome_json(o: GateOutcome) -> dict[str, Any]:
+    return {
+        "metric": o.gate.metric,
+        "coordinate": o.coordinate,
+        "status": o.status,
+        "enforced": o.enforced,
+        "steps": o.steps,
+        "failing": o.failing,
+        "tolerate": o.gate.tolerate,
+        "allowed": o.allowed,
+        "reason": o.reason,
     }
 
 
@@ -56,6 +72,7 @@ def render_json(report: RunReport) -> str:
         "summary": dict(sorted(report.counts().items())),
         "enforce_disabled": report.enforce_disabled,
         "verdicts": [verdict_json(v) for v in report.verdicts],
+        "gates": [outcome_json(o) for o in outcomes(report.verdicts)],
         "warnings": [w.as_json() for w in report.warnings],
         "exit_code": report.exit_code,
     }

@@ -20,6 +20,8 @@ def render_github(report: RunReport) -> str:
         severity: Severity = "error" if v.fails_job else "warning"
         step = step_label(v)
         role = "enforced" if v.enforced else ("shadow" if v.gate.gated else "tracked")
+        if v.tolerated:
+            role += f", within tolerate: {v.gate.tolerate}"
         problem = Problem(
             Location(v.gate.file, v.gate.line),
             f"{v.status} ({role}) at step {step}: {v.reason}",

@@ -25,8 +25,12 @@ def render_junit(report: RunReport) -> str:
         gate = group[0].gate
         case = ET.SubElement(suite, "testcase", name=metric, classname=report.test, file=gate.file)
         case.set("line", str(gate.line))
-        lines = [f"step {step_label(v)}: {v.status}: {v.reason}" for v in group]
-        bad = [v for v in group if v.status in ("fail", "error")]
+        lines = [
+            f"step {step_label(v)}: {v.status}{' (tolerated)' if v.tolerated else ''}: {v.reason}"
+            for v in group
+        ]
+        bad = [v for v in group if v.status in ("fail", "error") and not v.tolerated]
+        tolerated = sum(v.tolerated for v in group)
         status = worst(group)
         if any(v.fails_job for v in bad):
             failing = [v for v in bad if v.fails_job]
@@ -46,6 +50,8 @@ def render_junit(report: RunReport) -> str:
             if bad and not any(v.fails_job for v in bad)
             else ""
         )
+        if tolerated:
+            prefix += f"TOLERATED: {tolerated} failing steps within `tolerate: {group[0].gate.tolerate}`\n"
         out.text = prefix + "\n".join(lines)
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))

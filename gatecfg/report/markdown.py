@@ -56,5 +56,5 @@ def _row(v: Verdict) -> str:
     ref = fmt(v.band.ref) if v.band.ref is not None else "-"
     return (
         f"| {ICONS[v.status]} | `{_cell(v.gate.metric)}` | {step} | {value} | {ref} | {v.band.n} | "
-        f"{v.band.interval()} | {_cell(v.reason)} |"
+        f"{v.band.interval()} | {'(tolerated) ' if v.tolerated else ''}{_cell(v.reason)} |"
     )

@@ -44,7 +44,7 @@ def render_text(report: RunReport) -> str:
             group.sort(key=lambda v: (STATUS_ORDER[v.status], v.step))
             for v in group[:DETAIL_ROWS_PER_GATE]:
                 table.add_row(
-                    v.status.upper(),
+                    v.status.upper() + (" (tolerated)" if v.tolerated else ""),
                     _role(v),
                     metric,
                     step_label(v),
@@ -93,6 +93,7 @@ def _verdict_line(report: RunReport) -> str:
     enforced = sum(v.fails_job for v in report.verdicts)
     shadow = sum(v.blocks_trust and not v.enforced for v in report.verdicts)
     cold = sum(v.status == "cold" for v in report.verdicts)
+    tolerated = sum(v.tolerated for v in report.verdicts)
     run = report.run
     if run.already_stored:
         stored = f"run {run.run_id} was already stored: nothing written"
@@ -100,7 +101,8 @@ def _verdict_line(report: RunReport) -> str:
         stored = f"run written as {'trusted' if run.trusted else 'UNTRUSTED (kept out of baselines)'}"
     else:
         stored = "not written (pass --write on nightlies)"
+    within = f"{tolerated} failing within tolerate · " if tolerated else ""
     return (
         f"result: exit {report.exit_code} · {enforced} enforced failing · {shadow} shadow failing · "
-        f"{cold} cold · {stored}"
+        f"{within}{cold} cold · {stored}"
     )
