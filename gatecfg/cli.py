@@ -78,6 +78,15 @@ def build_parser() -> _Parser:
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders (default: --gates)")
     _gates_option(p)
     p.add_argument("--format", choices=["text", "github", "json"], default="text")
+    p.add_argument(
+        "--max-false-alarm",
+        type=_probability,
+        metavar="P",
+        help="also warn on gates whose estimated false-alarm rate per night, from the history in --db, "
+        "is above P (e.g. 0.05); warnings keep the exit code 0",
+    )
+    _db_option(p)
+    _series_option(p)
 
     p = _add(
         sub,
@@ -158,6 +167,25 @@ def build_parser() -> _Parser:
     p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     _db_option(p)
+
+    p = _add(
+        sub,
+        "backtest",
+        "Replay stored nightlies under the gates (or proposed ones): failures, false alarms, flips.",
+        "gatecfg backtest --test tests/e2e/test_foo_ci.py --base origin/main --format json",
+        _backtest,
+    )
+    p.add_argument("--test", metavar="T", help="only this test (default: all)")
+    p.add_argument("--metric", metavar="M", help="only this metric")
+    _gates_option(p)
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="also replay the gates as they were at this git revision and list the runs that flip "
+        "(default: flips against the verdicts recorded at evaluation)",
+    )
+    _db_option(p)
+    p.add_argument("--format", choices=["text", "json"], default="text")
 
     p = _add(
         sub,
@@ -276,10 +304,42 @@ def _evaluate(args: argparse.Namespace) -> int:
     return evaluate_command(request, _outputs(args))
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability between 0 and 1, e.g. 0.05")
+    return value
+
+
 def _lint(args: argparse.Namespace) -> int:
     from gatecfg.commands.lint import lint
 
-    return lint(args.paths, gates=args.gates, fmt=args.format)
+    if args.max_false_alarm is None:
+        return lint(args.paths, gates=args.gates, fmt=args.format)
+    return lint(
+        args.paths,
+        gates=args.gates,
+        fmt=args.format,
+        db=db_url(args.db),
+        max_false_alarm=args.max_false_alarm,
+        labels=_labels(args.series),
+    )
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    from gatecfg.commands.backtest import backtest_command
+
+    return backtest_command(
+        db=db_url(args.db),
+        gates=args.gates,
+        base=args.base,
+        test=args.test,
+        metric=args.metric,
+        fmt_name=args.format,
+    )
 
 
 def _resolve(args: argparse.Namespace) -> int:

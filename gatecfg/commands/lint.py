@@ -3,28 +3,75 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.errors import EXIT_INPUT, EXIT_OK, Problem, format_problems
-from gatecfg.resolve import is_base_file, load_tree
+from gatecfg.errors import EXIT_INPUT, EXIT_OK, Location, Problem, format_problems
+from gatecfg.resolve import ResolvedTest, is_base_file, load_tree
 
 
-def lint(paths: Sequence[Path], *, gates: Path, fmt: str) -> int:
+def lint(
+    paths: Sequence[Path],
+    *,
+    gates: Path,
+    fmt: str,
+    db: str | None = None,
+    max_false_alarm: float | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> int:
+    """Problems of the gate files; with `db` and `max_false_alarm`, also a warning for every gate whose
+    estimated false-alarm rate on that history is above the budget (warnings keep exit 0)."""
     problems: list[Problem] = []
     checked = 0
+    tests: list[ResolvedTest] = []
     for root, files in _roots(paths, gates):
         tree = load_tree(root)
         checked += len(tree.files)
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
+        tests += [t for t in tree.tests.values() if _selected(t.file, files)]
+    if db is not None and max_false_alarm is not None:
+        problems += _over_budget(tests, db, max_false_alarm, labels or {})
     output = format_problems(problems, fmt)
     if output:
         print(output)
     if fmt == "text":
         errors = sum(p.severity == "error" for p in problems)
-        summary = f"gatecfg lint: {checked} files checked, {errors} error{'s' * (errors != 1)}"
+        warnings = len(problems) - errors
+        also = f"{warnings} warning{'s' * (warnings != 1)}, " if warnings else ""
+        summary = f"gatecfg lint: {checked} files checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
+
+
+def _over_budget(
+    tests: Sequence[ResolvedTest], db: str, budget: float, labels: Mapping[str, str]
+) -> list[Problem]:
+    # Deferred: scipy and the store are only needed when a budget is asked for, not in pre-commit.
+    from gatecfg.analysis.false_alarm import current_estimates
+    from gatecfg.keys import series_key
+    from gatecfg.store import Store
+
+    warnings: list[Problem] = []
+    with Store.open(db) as store:
+        for test in sorted(tests, key=lambda t: t.file):
+            estimates = current_estimates(store, test, series_key(test.test, labels))
+            for gate in test.gates:
+                estimate = estimates[gate.metric]
+                if estimate is None or estimate.probability <= budget:
+                    continue
+                warnings.append(
+                    Problem(
+                        Location(gate.file, gate.line),
+                        f"estimated false-alarm rate {estimate.describe()} per night is above "
+                        f"--max-false-alarm {budget:g}",
+                        dotted=f"gates.{gate.metric}",
+                        hint="widen the band (sigma_down/sigma_up, rel_*), tolerate a few steps "
+                        "(`tolerate:`), or track it (`constraint: null`); see it on history with "
+                        f"`gatecfg backtest --test {test.test} --metric {gate.metric}`",
+                        severity="warning",
+                    )
+                )
+    return warnings
 
 
 def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | None]]:

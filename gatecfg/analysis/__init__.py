@@ -1,0 +1,1 @@
+"""Analyses of stored history: backtest and false alarms, regimes, rebaselined limits, imports, reports."""

@@ -1,0 +1,428 @@
+"""Backtest: replay stored nightly history in time order under a gate tree, with evaluate's own rules.
+
+Each stored run, oldest first, is judged by `gatecfg.evaluate.evaluate` (the same band, `judge` and
+`tolerate`) against baselines formed only from the runs before it, with the test's `window`,
+`min_history`, `reference` and `baseline` policy. Trust is decided as evaluate decides it: a trust or
+untrust set by hand wins, else a run is trusted iff no gated coordinate of the replay failed. So a
+proposed tree changes not only its own verdicts but the baselines every later run meets.
+
+What is replayed is the measured quantity, not the key: the values stored for the test's series, metric
+and `steps`, under whichever constraint was in force when they were written. A gate is backtested as if
+it had been in place since the first stored run. A proposed `steps` change has no values to replay
+(step -1 and per-step values are different quantities).
+
+A run untrusted by hand is a known-bad night: it is replayed, never forms a baseline, and is left out of
+the counts, since an alarm on it is not a false one.
+
+Limits: a run keeps no stored row for a metric its record lacked, so the `error` evaluate gave such a run
+is not replayed, and its trust is recomputed from the values it has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
+from gatecfg.band import Band, band
+from gatecfg.evaluate import STATUS_ORDER, GateOutcome, Status, Verdict, evaluate, outcomes, trusted
+from gatecfg.models import Baseline
+from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
+from gatecfg.select import LAST_STEP, Selected
+
+FAILING: frozenset[str] = frozenset({"fail", "error"})
+Against = ResolvedTest | Literal["recorded"] | None
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    value: float
+    status: Status  # the verdict the value got when it was written
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A stored nightly with every value of its test, keyed by (metric, steps_key) and step."""
+
+    run_id: str
+    commit: str | None
+    series_key: str
+    labels: Mapping[str, str]
+    trust_override: bool | None
+    gate_trusted: bool
+    values: Mapping[tuple[str, str], Mapping[int, StoredValue]]
+
+    @property
+    def untrusted_by_hand(self) -> bool:
+        return self.trust_override is False
+
+
+@dataclass(frozen=True)
+class RunReplay:
+    run: StoredRun
+    outcomes: Mapping[str, GateOutcome]  # by metric
+    verdicts: Mapping[str, Mapping[int, Verdict]]  # by metric, then step
+    trusted: bool
+
+
+@dataclass(frozen=True)
+class Replay:
+    test: ResolvedTest
+    policy: Policy
+    runs: tuple[RunReplay, ...]
+    # What the next run would meet: per metric and step, the band and the newest nightly values.
+    bands: Mapping[str, Mapping[int, Band]]
+    distributions: Mapping[str, Mapping[int, Sequence[float]]]
+
+
+def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
+    """A stored value as `select` would have handed it to `judge` (a non-finite one only where gated)."""
+    logged = None if step == LAST_STEP else step
+    if math.isfinite(value):
+        return Selected(step, logged, value, None, None)
+    if not gate.gated:
+        return None
+    reason = "value is NaN" if math.isnan(value) else f"value is {'-' * (value < 0)}Infinity"
+    return Selected(step, logged, None, reason, None)
+
+
+def _newest(pool: list[float] | None, window: int) -> list[float]:
+    return pool[-window:][::-1] if pool else []
+
+
+def replay(test: ResolvedTest, series: str, runs: Sequence[StoredRun], policy: Policy) -> Replay:
+    """Judge `runs` (one series, oldest first) one after another, each against the runs before it."""
+    baseline: dict[tuple[str, int], list[float]] = {}  # values that qualify under policy.baseline
+    nightly: dict[tuple[str, int], list[float]] = {}  # every value of a run nobody untrusted by hand
+    steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
+    coordinates = {g.metric: g.coordinate(series) for g in test.gates}
+    replayed: list[RunReplay] = []
+    for run in runs:
+        selections: list[tuple[ResolvedGate, str, tuple[Selected, ...]]] = []
+        for gate in test.gates:
+            stored = run.values.get((gate.metric, gate.steps_key), {})
+            chosen = tuple(
+                s for step in sorted(stored) if (s := _selected(gate, step, stored[step].value)) is not None
+            )
+            if chosen:
+                selections.append((gate, coordinates[gate.metric], chosen))
+        windows = {
+            (coordinate, s.step): _newest(baseline.get((gate.metric, s.step)), policy.window)
+            for gate, coordinate, chosen in selections
+            for s in chosen
+        }
+        verdicts = evaluate(selections, windows, policy)
+        is_trusted = run.trust_override if run.trust_override is not None else trusted(verdicts)
+        by_metric: dict[str, dict[int, Verdict]] = {}
+        for v in verdicts:
+            by_metric.setdefault(v.gate.metric, {})[v.step] = v
+        replayed.append(RunReplay(run, {o.gate.metric: o for o in outcomes(verdicts)}, by_metric, is_trusted))
+        qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
+        for gate, _, chosen in selections:
+            for s in chosen:
+                steps_seen[gate.metric].add(s.step)
+                if s.value is None:
+                    continue
+                if qualifies:
+                    baseline.setdefault((gate.metric, s.step), []).append(s.value)
+                if not run.untrusted_by_hand:
+                    nightly.setdefault((gate.metric, s.step), []).append(s.value)
+    gates = {g.metric: g for g in test.gates}
+    bands = {
+        metric: {
+            step: band(
+                gates[metric].constraint,
+                _newest(baseline.get((metric, step)), policy.window),
+                policy.reference,
+            )
+            for step in sorted(steps)
+        }
+        for metric, steps in steps_seen.items()
+    }
+    distributions = {
+        metric: {step: _newest(nightly.get((metric, step)), policy.window) for step in sorted(steps)}
+        for metric, steps in steps_seen.items()
+    }
+    return Replay(test, policy, tuple(replayed), bands, distributions)
+
+
+@dataclass(frozen=True)
+class Flip:
+    run_id: str
+    commit: str | None
+    before: Status
+    after: Status
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "commit": self.commit, "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The reference the first judged run met, and the one the next run would meet."""
+
+    first: float | None
+    last: float | None
+
+    @property
+    def change(self) -> float | None:
+        return None if self.first is None or self.last is None else self.last - self.first
+
+    @property
+    def pct(self) -> float | None:
+        change = self.change
+        if change is None or self.first is None or self.first == 0:
+            return None
+        return change / abs(self.first) * 100.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"first": self.first, "last": self.last, "change": self.change, "pct": self.pct}
+
+
+@dataclass(frozen=True)
+class Tally:
+    replayed: int  # runs holding the gate's values (runs untrusted by hand are left out)
+    judged: int  # of those, runs whose verdict was pass or fail
+    failures: int
+    errors: int
+    cold: int
+    drift: Drift
+
+    @property
+    def false_alarm_rate(self) -> float | None:
+        return self.failures / self.judged if self.judged else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "replayed": self.replayed,
+            "judged": self.judged,
+            "failures": self.failures,
+            "false_alarm_rate": self.false_alarm_rate,
+            "errors": self.errors,
+            "cold": self.cold,
+            "drift": self.drift.as_json(),
+        }
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """One backtest row: a gate (`step` None: over all its steps) or one of its steps, in one series."""
+
+    test: str
+    metric: str
+    step: int | None
+    coordinate: str
+    labels: Mapping[str, str]
+    tally: Tally
+    estimate: Estimate | None
+    flips: tuple[Flip, ...]
+    baseline: Baseline
+    other: tuple[Baseline, Tally]  # the same replay under the other baseline policy
+
+    def as_json(self) -> dict[str, Any]:
+        other_name, other = self.other
+        return {
+            "test": self.test,
+            "metric": self.metric,
+            "step": self.step,
+            "coordinate": self.coordinate,
+            "replayed": self.tally.replayed,
+            "failures": self.tally.failures,
+            "false_alarm_rate": self.tally.false_alarm_rate,
+            "estimate": None if self.estimate is None else self.estimate.as_json(),
+            "flips": [f.as_json() for f in self.flips],
+            "series": dict(self.labels),
+            "judged": self.tally.judged,
+            "errors": self.tally.errors,
+            "cold": self.tally.cold,
+            "baseline": self.baseline,
+            "drift": self.tally.drift.as_json(),
+            "other_baseline": {"baseline": other_name, **other.as_json()},
+        }
+
+
+Track = list[tuple[StoredRun, Status, float | None]]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return math.fsum(known) / len(known) if known else None
+
+
+def _track(replayed: Replay, metric: str, step: int | None) -> Track:
+    """Per run holding the gate: its status and the reference it met (the steps' mean for a whole gate)."""
+    found: Track = []
+    for r in replayed.runs:
+        if metric not in r.outcomes:
+            continue
+        if step is None:
+            refs = (v.band.ref for v in r.verdicts[metric].values())
+            found.append((r.run, r.outcomes[metric].status, _mean(refs)))
+        elif step in r.verdicts[metric]:
+            v = r.verdicts[metric][step]
+            found.append((r.run, v.status, v.band.ref))
+    return found
+
+
+def _tally(track: Track, next_ref: float | None) -> Tally:
+    counted = [(run, status, ref) for run, status, ref in track if not run.untrusted_by_hand]
+    statuses = [status for _, status, _ in counted]
+    first = next((ref for _, status, ref in counted if status in ("pass", "fail")), None)
+    return Tally(
+        replayed=len(counted),
+        judged=sum(s in ("pass", "fail") for s in statuses),
+        failures=statuses.count("fail"),
+        errors=statuses.count("error"),
+        cold=statuses.count("cold"),
+        drift=Drift(first, next_ref),
+    )
+
+
+def _next_ref(replayed: Replay, metric: str, step: int | None) -> float | None:
+    bands = replayed.bands.get(metric, {})
+    if step is None:
+        return _mean(b.ref for b in bands.values())
+    found = bands.get(step)
+    return None if found is None else found.ref
+
+
+def _recorded(run: StoredRun, gate: ResolvedGate, step: int | None) -> Status | None:
+    """The verdict the run got when it was written. A stored step keeps `fail` even when its gate
+    tolerated it; a run written trusted cannot have had a gate fail, so there its failing steps were
+    tolerated."""
+    stored = run.values.get((gate.metric, gate.steps_key), {})
+    if step is not None:
+        found = stored.get(step)
+        return None if found is None else found.status
+    statuses: list[Status] = [
+        "pass" if s.status == "fail" and run.gate_trusted else s.status for s in stored.values()
+    ]
+    if not statuses:
+        return None
+    return min(statuses, key=lambda status: STATUS_ORDER[status])
+
+
+def _flips(after: Track, before: Mapping[str, Status]) -> tuple[Flip, ...]:
+    """Runs whose verdict changes between failing (fail, error) and not failing."""
+    return tuple(
+        Flip(run.run_id, run.commit, before[run.run_id], status)
+        for run, status, _ in after
+        if run.run_id in before and (before[run.run_id] in FAILING) != (status in FAILING)
+    )
+
+
+def _before(
+    against: Against, prior: Replay | None, gate: ResolvedGate, track: Track, step: int | None
+) -> dict[str, Status]:
+    if against == "recorded":
+        return {
+            run.run_id: status for run, _, _ in track if (status := _recorded(run, gate, step)) is not None
+        }
+    if prior is None:
+        return {}
+    old = prior.test.gate(gate.metric)
+    if old is None or (step is not None and old.steps_key != gate.steps_key):
+        return {}
+    return {run.run_id: status for run, status, _ in _track(prior, gate.metric, step)}
+
+
+def _single_step(gate: ResolvedGate) -> int | None:
+    if gate.steps == "last":
+        return LAST_STEP
+    if isinstance(gate.steps, tuple) and len(gate.steps) == 1:
+        return gate.steps[0]
+    return None
+
+
+def _other(baseline: Baseline) -> Baseline:
+    return "nightly" if baseline == "trusted" else "trusted"
+
+
+def series_runs(runs: Sequence[StoredRun]) -> dict[str, list[StoredRun]]:
+    """Runs by series key, each list keeping the given (time) order."""
+    found: dict[str, list[StoredRun]] = {}
+    for run in runs:
+        found.setdefault(run.series_key, []).append(run)
+    return found
+
+
+def backtest(
+    test: ResolvedTest,
+    runs: Sequence[StoredRun],
+    *,
+    against: Against,
+    metric: str | None = None,
+) -> list[GateReport]:
+    """Backtest rows for every gate of `test` (or the one for `metric`) in every series of `runs`.
+
+    `runs` are oldest first. `against` is what flips are measured from: the same test in another tree,
+    "recorded" (the verdicts stored when each run was evaluated), or None (no comparison).
+    """
+    reports: list[GateReport] = []
+    other_policy = dataclasses.replace(test.policy, baseline=_other(test.policy.baseline))
+    for series, chosen in series_runs(runs).items():
+        after = replay(test, series, chosen, test.policy)
+        other = replay(test, series, chosen, other_policy)
+        prior = replay(against, series, chosen, against.policy) if isinstance(against, ResolvedTest) else None
+        for gate in test.gates:
+            if metric is not None and gate.metric != metric:
+                continue
+            reports += _gate_reports(gate, series, after=after, other=other, against=against, prior=prior)
+    return reports
+
+
+def _gate_reports(
+    gate: ResolvedGate,
+    series: str,
+    *,
+    after: Replay,
+    other: Replay,
+    against: Against,
+    prior: Replay | None,
+) -> list[GateReport]:
+    whole = _track(after, gate.metric, None)
+    if not whole:
+        return []
+    single = _single_step(gate)
+    policy = after.policy
+    rows: list[tuple[int | None, Track]] = []
+    if single is not None:
+        rows.append((single, _track(after, gate.metric, single)))
+    else:
+        rows.append((None, whole))
+        for one in sorted(after.bands.get(gate.metric, {})):
+            track = _track(after, gate.metric, one)
+            flips = _flips(track, _before(against, prior, gate, track, one))
+            if flips or any(status == "fail" for _, status, _ in track):
+                rows.append((one, track))
+    reports = []
+    for step, track in rows:
+        if step is None:
+            estimate = gate_estimate(
+                gate, policy, after.bands.get(gate.metric, {}), after.distributions.get(gate.metric, {})
+            )
+        else:
+            current = after.bands.get(gate.metric, {}).get(step)
+            values = after.distributions.get(gate.metric, {}).get(step, ())
+            estimate = None if current is None else step_estimate(gate, policy, current, values)
+        reports.append(
+            GateReport(
+                test=after.test.test,
+                metric=gate.metric,
+                step=step,
+                coordinate=gate.coordinate(series),
+                labels=track[0][0].labels,
+                tally=_tally(track, _next_ref(after, gate.metric, step)),
+                estimate=estimate,
+                flips=_flips(track, _before(against, prior, gate, track, step)),
+                baseline=policy.baseline,
+                other=(
+                    other.policy.baseline,
+                    _tally(_track(other, gate.metric, step), _next_ref(other, gate.metric, step)),
+                ),
+            )
+        )
+    return reports

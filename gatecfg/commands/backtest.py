@@ -1,0 +1,160 @@
+"""`gatecfg backtest`: replay stored nightly history under the gate tree (or a proposed one) and report
+failures, false-alarm rates and estimates, the drift of the reference, and the runs that flip verdict."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gatecfg.analysis.backtest import Against, GateReport, StoredRun, StoredValue, Tally, backtest
+from gatecfg.band import fmt
+from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.gitrev import load_tree_at
+from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
+from gatecfg.store import Store
+
+FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
+
+
+def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:
+    """Every stored run of `test`, oldest first, with its values of `metrics` (one query per metric)."""
+    runs = list(reversed(store.runs(test=test)))
+    values: dict[str, dict[tuple[str, str], dict[int, StoredValue]]] = {r.run.run_id: {} for r in runs}
+    for metric in metrics:
+        for row in store.history(test=test, metric=metric):
+            key = (row.coordinate.metric, row.coordinate.steps_key)
+            by_step = values.setdefault(row.run_id, {}).setdefault(key, {})
+            # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
+            by_step.setdefault(row.point.step, StoredValue(row.point.value, row.point.status))
+    return [
+        StoredRun(
+            run_id=r.run.run_id,
+            commit=r.run.commit,
+            series_key=r.run.series_key,
+            labels=r.run.labels,
+            trust_override=r.trust_override,
+            gate_trusted=r.run.gate_trusted,
+            values=values[r.run.run_id],
+        )
+        for r in runs
+    ]
+
+
+def _checked(tree: GateTree) -> GateTree:
+    if tree.problems:
+        raise InputError(tree.problems)
+    return tree
+
+
+def backtest_command(
+    *, db: str, gates: Path, base: str | None, test: str | None, metric: str | None, fmt_name: str
+) -> int:
+    tree = _checked(load_tree(gates))
+    before = _checked(load_tree_at(base, gates)) if base is not None else None
+    tests = [tree.test(test)] if test is not None else [tree.tests[name] for name in sorted(tree.tests)]
+    if metric is not None:
+        tests = [t for t in tests if t.gate(metric) is not None]
+        if not tests:
+            raise InputError.at(
+                Location(display_path(gates)),
+                f"no gate declares `{metric}`" + (f" for `{test}`" if test else ""),
+                hint="`gatecfg resolve` lists the declared gates",
+            )
+    reports: list[GateReport] = []
+    runs_seen = 0
+    with Store.open(db) as store:
+        for resolved in tests:
+            against: Against = "recorded"
+            metrics = {g.metric for g in resolved.gates}
+            if before is not None:
+                against = before.tests.get(resolved.test)
+                if against is not None:
+                    metrics |= {g.metric for g in against.gates}
+            runs = stored_runs(store, resolved.test, sorted(metrics))
+            runs_seen += len(runs)
+            reports += backtest(resolved, runs, against=against, metric=metric)
+        url = store.url
+    compared = "recorded" if base is None else base
+    if fmt_name == "json":
+        document = {"against": compared, "gates": [r.as_json() for r in reports]}
+        print(json.dumps(document, indent=2, allow_nan=False))
+    else:
+        print(_text(reports, tests, runs_seen, url, compared), end="")
+    return EXIT_OK
+
+
+def _rate(tally: Tally) -> str:
+    rate = tally.false_alarm_rate
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def _drift(tally: Tally) -> str:
+    drift = tally.drift
+    if drift.first is None or drift.last is None:
+        return "-"
+    pct = drift.pct
+    return f"{fmt(drift.first)} -> {fmt(drift.last)}" + ("" if pct is None else f" ({pct:+.1f}%)")
+
+
+def _text(
+    reports: Sequence[GateReport], tests: Sequence[ResolvedTest], runs: int, url: str, compared: str
+) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None, highlight=False)
+    against = (
+        "the verdicts recorded when each run was evaluated"
+        if compared == "recorded"
+        else f"the gates at {compared}"
+    )
+    console.print(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
+    console.print(f"flips are measured against {against}")
+    by_test: dict[tuple[str, str], list[GateReport]] = {}
+    for r in reports:
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "none"
+        by_test.setdefault((r.test, labels), []).append(r)
+    for (name, labels), rows in by_test.items():
+        resolved = next(t for t in tests if t.test == name)
+        policy = resolved.policy
+        other = rows[0].other[0]
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            title=f"{name}  (labels {labels}; window {policy.window}, baseline {policy.baseline}, "
+            f"reference {policy.reference})",
+            title_justify="left",
+        )
+        columns = ("metric", "step", "replayed", "judged", "failures", "rate", "estimate", "ref drift")
+        for column in (*columns, f"with baseline: {other}", "flips"):
+            table.add_column(column, overflow="fold")
+        for r in rows:
+            alt = r.other[1]
+            table.add_row(
+                r.metric,
+                "all" if r.step is None else ("last" if r.step == -1 else str(r.step)),
+                str(r.tally.replayed),
+                str(r.tally.judged),
+                str(r.tally.failures),
+                _rate(r.tally),
+                "-" if r.estimate is None else r.estimate.describe(),
+                _drift(r.tally),
+                f"{alt.failures} failures, {_rate(alt)}, ref {_drift(alt)}",
+                str(len(r.flips)),
+            )
+        console.print(table)
+        for r in rows:
+            if not r.flips:
+                continue
+            step = "" if r.step is None else f" step {'last' if r.step == -1 else r.step}"
+            console.print(f"  {r.metric}{step}: {len(r.flips)} runs flip")
+            for flip in r.flips[:FLIPS_SHOWN]:
+                commit = flip.commit or "-"
+                console.print(f"    {flip.run_id}  commit {commit}  {flip.before} -> {flip.after}")
+            if len(r.flips) > FLIPS_SHOWN:
+                console.print(f"    ... {len(r.flips) - FLIPS_SHOWN} more (--format json lists all)")
+    if not reports:
+        console.print("no stored runs hold the values of these gates: nothing to replay")
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]

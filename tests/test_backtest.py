@@ -1,0 +1,276 @@
+"""`gatecfg backtest` end to end through the real entry point, on SQLite and (when configured) PostgreSQL.
+
+The issue's "done means": 22 nightlies drawn like the 16-coin reward, backtest reports the gate's failures
+and the 22.7% estimate, and switching the gate to `constraint: null` shows those runs flipping.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_cli
+
+from gatecfg.store import Store
+
+TEST = "tests/e2e/test_reward_ci.py"
+REWARD = "rollout/raw_reward"
+BASE = """\
+version: 1
+defaults:
+  rollout/raw_reward:
+    steps: all
+    constraint: {rel_down: 0.2, abs_floor_down: 0.05}
+policy:
+  window: 20
+  min_history: 1
+"""
+# Heads out of 16 fair coin flips on 22 nights: draws of random.Random(5), picked among the sequences for
+# which the replayed trusted window ends at the issue's reference, 167/320 = 0.521875, while the 20 newest
+# nights average 0.5. Night 14 (4 heads) and night 17 (5 heads) fall below 0.8 x ref and fail.
+HEADS = [7, 9, 10, 7, 9, 7, 8, 7, 7, 8, 10, 9, 9, 7, 4, 9, 8, 5, 8, 8, 10, 10]
+FAILING_NIGHTS = ["night-14", "night-17"]
+# P(at most 6 heads of 16): the band's lo is 0.4175, 6/16 is below it and 7/16 is not.
+TWENTY_TWO_POINT_SEVEN = Fraction(1 + 16 + 120 + 560 + 1820 + 4368 + 8008, 2**16)
+
+
+@pytest.fixture
+def db(store: Store, store_url: str) -> str:
+    """A store URL at the current schema (PostgreSQL is never migrated implicitly)."""
+    return store_url
+
+
+def write_gates(root: Path, gate_body: str = "  rollout/raw_reward:\n", base: str = BASE) -> Path:
+    gates = root / "gates"
+    gates.mkdir(parents=True, exist_ok=True)
+    (gates / "base.yaml").write_text(base, encoding="utf-8")
+    (gates / "reward.yaml").write_text(f"test: {TEST}\ngates:\n{gate_body}", encoding="utf-8")
+    return gates
+
+
+def write_record(path: Path, rows: dict[str, list[tuple[int, float]]]) -> Path:
+    path.write_text("".join(json.dumps({m: [list(p) for p in pts]}) + "\n" for m, pts in rows.items()))
+    return path
+
+
+def nightly(tmp_path: Path, gates: Path, db: str, records: Sequence[dict[str, list[tuple[int, float]]]],
+            *extra: str) -> None:  # fmt: skip
+    for night, rows in enumerate(records):
+        record = write_record(tmp_path / f"night{night:02d}.jsonl", rows)
+        result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db,
+                         "--write", "--run-id", f"night-{night:02d}", "--commit", f"c{night:02d}",
+                         *extra)  # fmt: skip
+        assert result.code == 0, result.err
+
+
+def coin_nights(tmp_path: Path, gates: Path, db: str) -> None:
+    nightly(tmp_path, gates, db, [{REWARD: [(0, heads / 16)]} for heads in HEADS])
+
+
+def backtest_json(db: str, *args: str | Path) -> dict[str, Any]:
+    result = run_cli("backtest", "--db", db, "--format", "json", *args)
+    assert result.code == 0, result.err
+    document: dict[str, Any] = json.loads(result.out)
+    return document
+
+
+def row(document: dict[str, Any], step: int | None, metric: str = REWARD) -> dict[str, Any]:
+    found = [g for g in document["gates"] if g["metric"] == metric and g["step"] == step]
+    assert len(found) == 1, document["gates"]
+    return found[0]
+
+
+def test_coin_reward_history_backtests_to_two_failures_and_the_22_7_percent_estimate(
+    tmp_path: Path, db: str
+) -> None:
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+    document = backtest_json(db, "--gates", gates)
+    assert document["against"] == "recorded"
+    step0 = row(document, 0)
+    assert set(step0) >= {"test", "metric", "step", "coordinate", "replayed", "failures", "false_alarm_rate",
+                          "estimate", "flips"}  # fmt: skip
+    assert (step0["test"], step0["replayed"], step0["judged"], step0["cold"]) == (TEST, 22, 21, 1)
+    assert step0["failures"] == 2
+    assert step0["false_alarm_rate"] == pytest.approx(2 / 21)
+    estimate = step0["estimate"]
+    assert estimate["method"] == "binomial"
+    assert (estimate["trials"], estimate["trials_source"], estimate["p"]) == (16, "detected", 0.5)
+    assert estimate["probability"] == pytest.approx(float(TWENTY_TWO_POINT_SEVEN), abs=1e-12)
+    assert f"{estimate['probability']:.1%}" == "22.7%"
+    # The ratchet: trusted-only baselines drift up to 0.521875, baselines of every nightly stay at 0.5.
+    assert step0["baseline"] == "trusted"
+    assert step0["drift"]["last"] == 0.521875
+    assert step0["other_baseline"]["baseline"] == "nightly"
+    assert step0["other_baseline"]["drift"]["last"] == 0.5
+    assert step0["flips"] == []  # the replay agrees with every verdict evaluate recorded
+    whole = row(document, None)  # the gate over all its steps: here the one step it logs
+    assert (whole["failures"], whole["replayed"]) == (2, 22)
+    assert whole["estimate"]["probability"] == pytest.approx(float(TWENTY_TWO_POINT_SEVEN), abs=1e-12)
+    assert whole["coordinate"] == step0["coordinate"]
+
+
+def test_text_report_shows_failures_rate_estimate_and_drift(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+    result = run_cli("backtest", "--db", db, "--gates", gates)
+    assert result.code == 0, result.err
+    rows = [ln.split() for ln in result.out.splitlines() if ln.strip().startswith(REWARD)]
+    assert [r[1:6] for r in rows] == [["all", "22", "21", "2", "9.5%"], ["0", "22", "21", "2", "9.5%"]]
+    assert "22.7% (binomial, 16 trials (detected), p=0.5" in result.out
+    assert "0.4375 -> 0.521875 (+19.3%)" in result.out
+
+
+def flips_to_tracked(document: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(f["run_id"], f["before"], f["after"]) for f in row(document, None)["flips"]]
+
+
+def test_switching_to_constraint_null_flips_the_failing_nights_against_the_record(
+    tmp_path: Path, db: str
+) -> None:
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+    proposed = write_gates(tmp_path / "proposed", "  rollout/raw_reward:\n    constraint: null\n")
+    document = backtest_json(db, "--gates", proposed)
+    assert flips_to_tracked(document) == [(night, "fail", "tracked") for night in FAILING_NIGHTS]
+    commits = [f["commit"] for f in row(document, None)["flips"]]
+    assert commits == ["c14", "c17"]
+    tracked = row(document, None)
+    assert (tracked["failures"], tracked["estimate"]) == (0, None)  # a tracked gate cannot fail
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def test_switching_to_constraint_null_in_the_working_tree_flips_against_base_rev(
+    tmp_path: Path, db: str
+) -> None:
+    repo = tmp_path / "repo"
+    gates = write_gates(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "gates")
+    git(repo, "commit", "-q", "-m", "gates")
+    coin_nights(tmp_path, gates, db)
+    write_gates(repo, "  rollout/raw_reward:\n    constraint: null\n")  # the uncommitted proposal
+    document = backtest_json(db, "--gates", gates, "--base", "HEAD")
+    assert document["against"] == "HEAD"
+    assert flips_to_tracked(document) == [(night, "fail", "tracked") for night in FAILING_NIGHTS]
+    text = run_cli("backtest", "--db", db, "--gates", gates, "--base", "HEAD").out
+    assert "flips are measured against the gates at HEAD" in text
+    assert "night-14  commit c14  fail -> tracked" in text
+
+
+def test_unknown_base_revision_is_an_input_error_that_says_what_to_fetch(tmp_path: Path, db: str) -> None:
+    repo = tmp_path / "repo"
+    gates = write_gates(repo)
+    git(repo, "init", "-q")
+    result = run_cli("backtest", "--db", db, "--gates", gates, "--base", "origin/nope")
+    assert result.code == 2
+    assert "git does not know the revision `origin/nope`" in result.err
+    assert "git fetch --depth=1 origin origin/nope" in result.err
+
+
+def independent_sigma_replay(values: Sequence[float], sigma: float, window: int) -> list[bool]:
+    """Which nights fail `{sigma_down: sigma}`: a plain re-derivation of SPEC §4 with a sigma term."""
+    trusted: list[float] = []
+    failed = []
+    for value in values:
+        if len(trusted) < 2:  # a sigma-only side needs two values: cold, cannot fail
+            failed.append(False)
+            trusted.append(value)
+            continue
+        recent = trusted[-window:]
+        lo = statistics.fmean(recent) - sigma * statistics.stdev(recent)
+        failed.append(value < lo)
+        if value >= lo:
+            trusted.append(value)
+    return failed
+
+
+def test_sigma_band_backtests_like_a_plain_rederivation(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path, "  rollout/raw_reward:\n    constraint: {sigma_down: 1.5}\n")
+    coin_nights(tmp_path, gates, db)
+    document = backtest_json(db, "--gates", gates)
+    expected = independent_sigma_replay([h / 16 for h in HEADS], 1.5, 20)
+    step0 = row(document, 0)
+    assert step0["failures"] == sum(expected) > 0
+    assert step0["cold"] == 2
+    assert step0["judged"] == 20
+
+
+def spiky(night: int, spikes: Sequence[int]) -> dict[str, list[tuple[int, float]]]:
+    """Five steps near 1.0, with a spike to 2.0 at each step in `spikes`."""
+    return {REWARD: [(s, 2.0 if s in spikes else 1.0 + 0.01 * ((night + s) % 3)) for s in range(5)]}
+
+
+SPIKES = {3: [1], 6: [2, 4], 9: [0, 1, 3], 12: [4]}
+
+
+def test_tolerate_counts_a_night_failing_only_when_more_steps_fail_and_lists_every_step(
+    tmp_path: Path, db: str
+) -> None:
+    body = "  rollout/raw_reward:\n    constraint: {rel_up: 0.5}\n    tolerate: 2\n"
+    gates = write_gates(tmp_path, body)
+    nightly(tmp_path, gates, db, [spiky(n, SPIKES.get(n, [])) for n in range(15)])
+    document = backtest_json(db, "--gates", gates)
+    whole = row(document, None)
+    assert whole["failures"] == 1  # only night 9 has more than two failing steps
+    assert whole["flips"] == []  # evaluate recorded the same: tolerated nights were written trusted
+    spiked = sorted({s for steps in SPIKES.values() for s in steps})
+    per_step = {g["step"]: g["failures"] for g in document["gates"] if g["step"] is not None}
+    assert per_step == {s: sum(s in steps for steps in SPIKES.values()) for s in spiked}
+    untolerated = write_gates(tmp_path / "strict", "  rollout/raw_reward:\n    constraint: {rel_up: 0.5}\n")
+    strict = row(backtest_json(db, "--gates", untolerated), None)
+    assert strict["failures"] == len(SPIKES)
+    assert [f["run_id"] for f in strict["flips"]] == ["night-03", "night-06", "night-12"]
+
+
+def test_runs_untrusted_by_hand_are_replayed_but_not_counted(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+    assert run_cli("untrust", "--run-id", "night-14", "--db", db, "--reason", "known bad").code == 0
+    step0 = row(backtest_json(db, "--gates", gates), 0)
+    assert (step0["replayed"], step0["failures"]) == (21, 1)
+
+
+def test_each_series_replays_on_its_own_history(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path, "  rollout/raw_reward:\n    steps: last\n")
+    h100 = [{REWARD: [(0, 0.5)]}] * 3
+    nightly(tmp_path, gates, db, h100, "--series", "hw=h100")
+    a100 = [{REWARD: [(0, 0.3)]}] * 2
+    for night, rows in enumerate(a100):
+        record = write_record(tmp_path / f"a{night}.jsonl", rows)
+        result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db,
+                         "--write", "--run-id", f"a100-{night}", "--series", "hw=a100")  # fmt: skip
+        assert result.code == 0, result.err
+    document = backtest_json(db, "--gates", gates)
+    rows = {g["series"]["hw"]: g for g in document["gates"]}
+    assert set(rows) == {"h100", "a100"}
+    assert (rows["h100"]["replayed"], rows["h100"]["failures"]) == (3, 0)
+    assert (rows["a100"]["replayed"], rows["a100"]["failures"]) == (2, 0)
+    assert rows["a100"]["drift"]["last"] == 0.3
+    assert rows["h100"]["step"] == -1
+
+
+def test_unknown_metric_is_an_input_error(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    result = run_cli("backtest", "--db", db, "--gates", gates, "--metric", "train/nope")
+    assert result.code == 2
+    assert "no gate declares `train/nope`" in result.err
+
+
+def test_metric_filter_and_empty_history(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    assert backtest_json(db, "--gates", gates, "--metric", REWARD) == {"against": "recorded", "gates": []}
+    text = run_cli("backtest", "--db", db, "--gates", gates)
+    assert "nothing to replay" in text.out
