@@ -189,11 +189,6 @@ def test_a_broken_base_file_is_reported_with_every_changed_file_it_breaks() -> N
 
 
 @pytest.mark.usefixtures("broken_tree")
-@pytest.mark.xfail(
-    strict=True,
-    reason="commands/lint.py selects problems by file: a changed base.yaml does not re-check the gate "
-    "files that inherit it, so pre-commit passes a change that breaks their one-liners",
-)
 def test_a_changed_base_file_reports_the_gate_files_it_breaks() -> None:
     write({"gates/base.yaml": "version: 1\n"})
     result = run_cli("lint", "gates/base.yaml")

@@ -26,7 +26,7 @@ def lint(
     tests: list[ResolvedTest] = []
     for root, files in _roots(paths, gates):
         tree = load_tree(root)
-        checked += len(tree.files)
+        checked += sum(_selected(f, files) for f in tree.files)
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
         tests += [t for t in tree.tests.values() if _selected(t.file, files)]
     if db is not None and max_false_alarm is not None:
@@ -38,7 +38,8 @@ def lint(
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors
         also = f"{warnings} warning{'s' * (warnings != 1)}, " if warnings else ""
-        summary = f"gatecfg lint: {checked} files checked, {also}{errors} error{'s' * (errors != 1)}"
+        files = f"{checked} file{'s' * (checked != 1)}"
+        summary = f"gatecfg lint: {files} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
 
@@ -78,7 +79,8 @@ def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | No
     """Group the given paths by the gates root that resolves them; None selects a whole tree.
 
     A path inside `--gates` is resolved against it (its base files live there); any other folder
-    is a gates root of its own, and any other file is resolved against its own folder.
+    is a gates root of its own, and any other file is resolved against its own folder. A changed base
+    file selects its whole tree: any gate file may inherit it, directly or through `extends:`.
     """
     if not paths:
         return [(gates, None)]
@@ -93,7 +95,7 @@ def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | No
         else:
             root = path.parent
         selection = groups.setdefault(root, set())
-        if path.is_dir() and full == root.resolve():
+        if (path.is_dir() and full == root.resolve()) or is_base_file(full):
             groups[root] = None
         elif selection is not None:
             selection.add(str(full))
