@@ -57,24 +57,44 @@ def write_run(
             for spec in specs
         ],
     )
-    conn.execute(
-        sa.insert(metric_points),
+    _insert_points(
+        conn,
         [
-            {
-                "coordinate_pk": coordinate_pks[spec.coordinate],
-                "run_pk": run_pk,
-                "step": point.step,
-                "value": None if math.isnan(point.value) else point.value,
-                "status": point.status,
-                "ref": point.ref,
-                "lo": point.lo,
-                "hi": point.hi,
-            }
+            (
+                coordinate_pks[spec.coordinate],
+                run_pk,
+                point.step,
+                None if math.isnan(point.value) else point.value,
+                point.status,
+                point.ref,
+                point.lo,
+                point.hi,
+            )
             for spec in specs
             for point in points[spec]
         ],
     )
     return True
+
+
+def _insert_points(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Bulk insert of metric_points rows given as tuples in the table's column order.
+
+    SQLAlchemy's per-row parameter handling costs twice what the driver does at 40,000 points, and these
+    columns need no bind processing, so SQLite gets the compiled INSERT with the tuples as executemany.
+    PostgreSQL's executemany is a round trip per row; one INSERT ... SELECT FROM unnest(arrays) is not.
+    """
+    if conn.dialect.name == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        conn.execute(_pg_points_insert(), dict(zip(metric_points.c.keys(), columns, strict=True)))
+        return
+    conn.exec_driver_sql(str(sa.insert(metric_points).compile(dialect=conn.dialect)), rows)
+
+
+def _pg_points_insert() -> sa.Insert:
+    arrays = [sa.bindparam(column.key, type_=postgresql.ARRAY(column.type)) for column in metric_points.c]
+    source = sa.func.unnest(*arrays).table_valued(*metric_points.c.keys()).render_derived(name="points")
+    return sa.insert(metric_points).from_select(metric_points.c.keys(), sa.select(source))
 
 
 def steps_digest(points: Sequence[StoredPoint]) -> str:

@@ -106,12 +106,6 @@ def upgrade() -> None:
         sa.Column("lo", sa.Double),
         sa.Column("hi", sa.Double),
         sa.PrimaryKeyConstraint("coordinate_pk", "run_pk", "step", name="pk_metric_points"),
-        sa.ForeignKeyConstraint(
-            ["coordinate_pk", "run_pk"],
-            ["run_coordinates.coordinate_pk", "run_coordinates.run_pk"],
-            name="fk_metric_points_coordinate_pk_run_pk",
-            ondelete="CASCADE",
-        ),
         sa.CheckConstraint("step >= -1", name="ck_metric_points_step"),
         sa.CheckConstraint(
             "status IN ('pass', 'fail', 'tracked', 'cold', 'error')", name="ck_metric_points_status"
