@@ -8,6 +8,7 @@ still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,13 @@ def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
 
 def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     text = _decode(raw, path) if isinstance(raw, bytes) else raw
-    yaml = YAML(typ="safe", pure=False)
+    yaml = _yaml(pure=False)
     try:
         root = yaml.compose(text)
     except YAMLError:
         # libyaml (ruamel.yaml.clib) composes five times faster; the pure parser words its errors
         # better and the same on every machine, so a document libyaml rejects is composed again.
-        yaml = YAML(typ="safe", pure=True)
+        yaml = _yaml(pure=True)
         root = _compose_or_raise(yaml, text, path)
     if root is None:
         raise InputError.at(
@@ -88,6 +89,12 @@ def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     converter = _Converter(doc, yaml)
     data = converter.convert(root, ())
     return LoadedDoc(path, data, doc.keys, doc.values)
+
+
+@functools.cache
+def _yaml(*, pure: bool) -> YAML:
+    """One instance per parser: building a YAML object costs as much as composing a small file."""
+    return YAML(typ="safe", pure=pure)
 
 
 def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
