@@ -42,7 +42,7 @@ class Band:
     n: int
     lo: float | None
     hi: float | None
-    sd: float | None = None  # sample standard deviation of the window; None below two values
+    sd: float | None = None  # the window's sample standard deviation a sigma term used, else None
 
     def contains(self, value: float) -> bool:
         return (self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)
@@ -104,9 +104,11 @@ def band(constraint: Constraint | None, history: Sequence[float], how: Reference
     if not history:
         return Band(None, 0, None, None)
     ref = reference(history, how)
-    sd = spread(history)
     if constraint is None:
-        return Band(ref, len(history), None, None, sd)
+        return Band(ref, len(history), None, None)
+    # Only a sigma term needs the spread; a backtest builds millions of bands that have none.
+    has_sigma = constraint.sigma_up is not None or constraint.sigma_down is not None
+    sd = spread(history) if has_sigma else None
     up = _width(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
     down = _width(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
     return Band(

@@ -104,6 +104,14 @@ def test_empirical_estimate_follows_a_normal_tail_on_a_large_sample() -> None:
     assert empirical_probability(values, (6.0, math.inf)) == pytest.approx(0.02275, abs=0.004)
 
 
+def test_positive_skewed_values_get_their_long_upper_tail() -> None:
+    rng = random.Random(9)
+    values = [math.exp(rng.gauss(0.0, 0.3)) for _ in range(4000)]
+    # P(X > e^0.6) is P(Z > 2) = 2.28% for a lognormal; a Gaussian on the raw values would say 0.7%.
+    assert empirical_probability(values, (0.0, math.exp(0.6))) == pytest.approx(0.02275, abs=0.004)
+    assert empirical_probability(values, (-1.0, math.inf)) == 0.0  # positive values never go below 0
+
+
 def test_empirical_estimate_of_a_constant_is_all_or_nothing() -> None:
     assert empirical_probability([3.0] * 10, (2.0, 4.0)) == 0.0
     assert empirical_probability([3.0] * 10, (3.5, 4.0)) == 1.0

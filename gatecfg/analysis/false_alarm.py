@@ -10,7 +10,9 @@ the values the gate lets pass today (its band as `evaluate` would build it, inte
   `rel_down: 0.2` fails on 6 heads or fewer: P(X <= 6 | 16, 0.5) = 22.7%.
 * **empirical**, smoothed: a Gaussian kernel density over the values with Scott's bandwidth, its points
   shrunk toward their mean so that the density keeps the sample variance (Silverman 1986, §6.4.1). A raw
-  fraction of 20 values cannot say anything below 5%; the smoothed tail can.
+  fraction of 20 values cannot say anything below 5%; the smoothed tail can. Values that are all
+  positive (norms, KLs, rates: right-skewed) are smoothed in log space, where they are near symmetric;
+  a Gaussian kernel on the raw values would put far too little mass in their long upper tail.
 
 The distribution comes from the newest `window` nightly values that nobody untrusted by hand, not from the
 trusted baseline: a trusted-only window has had its low draws removed by the gate itself (they failed and
@@ -147,8 +149,13 @@ def _normal_cdf(z: float) -> float:
 
 
 def empirical_probability(values: Sequence[float], interval: tuple[float, float]) -> float:
-    """P(outside [lo, hi]) under a variance-preserving Gaussian kernel density of `values`."""
+    """P(outside [lo, hi]) under a variance-preserving Gaussian kernel density of `values`
+    (of their logarithms when all are positive)."""
     lo, hi = interval
+    if min(values) > 0:
+        values = [math.log(v) for v in values]
+        lo = math.log(lo) if lo > 0 else -math.inf
+        hi = math.log(hi) if hi > 0 else -math.inf  # every positive value is above it
     mean = math.fsum(values) / len(values)
     sd = math.sqrt(_variance(values))
     if sd == 0.0:
