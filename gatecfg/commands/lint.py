@@ -38,8 +38,8 @@ def lint(
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors
         also = f"{warnings} warning{'s' * (warnings != 1)}, " if warnings else ""
-        files = f"{checked} file{'s' * (checked != 1)}"
-        summary = f"gatecfg lint: {files} checked, {also}{errors} error{'s' * (errors != 1)}"
+        counted = f"{checked} file{'s' * (checked != 1)}"
+        summary = f"gatecfg lint: {counted} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
 
