@@ -252,19 +252,22 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return math.fsum(known) / len(known) if known else None
 
 
-def _track(replayed: Replay, metric: str, step: int | None) -> Track:
-    """Per run holding the gate: its status and the reference it met (the steps' mean for a whole gate)."""
-    found: Track = []
+def _tracks(replayed: Replay, metric: str) -> dict[int | None, Track]:
+    """Per run holding the gate, in one pass: the gate's status and the mean reference of its steps (key
+    None), and each step's status and reference."""
+    found: dict[int | None, Track] = {None: []}
     for r in replayed.runs:
         if metric not in r.outcomes:
             continue
-        if step is None:
-            refs = (v.band.ref for v in r.verdicts[metric].values())
-            found.append((r.run, r.outcomes[metric].status, _mean(refs)))
-        elif step in r.verdicts[metric]:
-            v = r.verdicts[metric][step]
-            found.append((r.run, v.status, v.band.ref))
+        verdicts = r.verdicts[metric]
+        found[None].append((r.run, r.outcomes[metric].status, _mean(v.band.ref for v in verdicts.values())))
+        for step, v in verdicts.items():
+            found.setdefault(step, []).append((r.run, v.status, v.band.ref))
     return found
+
+
+def _track(tracks: Mapping[int | None, Track], step: int | None) -> Track:
+    return list(tracks.get(step, ()))
 
 
 def _tally(track: Track, next_ref: float | None) -> Tally:
@@ -315,18 +318,21 @@ def _flips(after: Track, before: Mapping[str, Status]) -> tuple[Flip, ...]:
 
 
 def _before(
-    against: Against, prior: Replay | None, gate: ResolvedGate, track: Track, step: int | None
+    against: Against,
+    prior: Mapping[int | None, Track] | None,
+    gate: ResolvedGate,
+    track: Track,
+    step: int | None,
 ) -> dict[str, Status]:
+    """The verdicts flips are measured from: recorded ones, or the prior tree's replay (`prior`, None
+    when that tree has no such gate)."""
     if against == "recorded":
         return {
             run.run_id: status for run, _, _ in track if (status := _recorded(run, gate, step)) is not None
         }
     if prior is None:
         return {}
-    old = prior.test.gate(gate.metric)
-    if old is None or (step is not None and old.steps_key != gate.steps_key):
-        return {}
-    return {run.run_id: status for run, status, _ in _track(prior, gate.metric, step)}
+    return {run.run_id: status for run, status, _ in _track(prior, step)}
 
 
 def _single_step(gate: ResolvedGate) -> int | None:
@@ -383,19 +389,25 @@ def _gate_reports(
     against: Against,
     prior: Replay | None,
 ) -> list[GateReport]:
-    whole = _track(after, gate.metric, None)
+    tracks = _tracks(after, gate.metric)
+    other_tracks = _tracks(other, gate.metric)
+    old = None if prior is None else prior.test.gate(gate.metric)
+    # Per-step verdicts compare only where both trees select the same steps (the same quantity).
+    prior_tracks = None if prior is None or old is None else _tracks(prior, gate.metric)
+    same_steps = old is not None and old.steps_key == gate.steps_key
+    whole = _track(tracks, None)
     if not whole:
         return []
     single = _single_step(gate)
     policy = after.policy
     rows: list[tuple[int | None, Track]] = []
     if single is not None:
-        rows.append((single, _track(after, gate.metric, single)))
+        rows.append((single, _track(tracks, single)))
     else:
         rows.append((None, whole))
         for one in sorted(after.bands.get(gate.metric, {})):
-            track = _track(after, gate.metric, one)
-            flips = _flips(track, _before(against, prior, gate, track, one))
+            track = _track(tracks, one)
+            flips = _flips(track, _before(against, prior_tracks if same_steps else None, gate, track, one))
             if flips or any(status == "fail" for _, status, _ in track):
                 rows.append((one, track))
     reports = []
@@ -417,11 +429,14 @@ def _gate_reports(
                 labels=track[0][0].labels,
                 tally=_tally(track, _next_ref(after, gate.metric, step)),
                 estimate=estimate,
-                flips=_flips(track, _before(against, prior, gate, track, step)),
+                flips=_flips(
+                    track,
+                    _before(against, prior_tracks if step is None or same_steps else None, gate, track, step),
+                ),
                 baseline=policy.baseline,
                 other=(
                     other.policy.baseline,
-                    _tally(_track(other, gate.metric, step), _next_ref(other, gate.metric, step)),
+                    _tally(_track(other_tracks, step), _next_ref(other, gate.metric, step)),
                 ),
             )
         )

@@ -157,4 +157,5 @@ def _text(
                 console.print(f"    ... {len(r.flips) - FLIPS_SHOWN} more (--format json lists all)")
     if not reports:
         console.print("no stored runs hold the values of these gates: nothing to replay")
-    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+    text: str = console.file.getvalue()  # type: ignore[attr-defined]
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
