@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
+import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 from gatecfg.store.tables import metadata
@@ -86,12 +90,19 @@ def count(url: str, table: str) -> int:
     return int(fetch(url, f"SELECT COUNT(*) FROM {table}")[0][0])
 
 
+def migrations_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(gatecfg.store.__file__).with_name("migrations")))
+    return config
+
+
 @contextmanager
-def counted_queries() -> Iterator[list[str]]:
+def point_reads() -> Iterator[list[str]]:
+    """The statements that read metric_points, the 8-million-row table, while the block runs."""
     statements: list[str] = []
 
     def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.lstrip().upper().startswith(("WITH", "SELECT")):
+        if statement.lstrip().upper().startswith(("WITH", "SELECT")) and "metric_points" in statement:
             statements.append(statement)
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
@@ -120,8 +131,10 @@ def test_first_use_of_a_sqlite_path_creates_the_file_and_migrates_it(tmp_path: P
         names = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
         }
-    assert revision == [("0001",)]
+        journal_mode = conn.execute("PRAGMA journal_mode").fetchone()
+    assert revision == [(ScriptDirectory.from_config(migrations_config()).get_current_head(),)]
     assert {"runs", "coordinates", "run_coordinates", "metric_points", "metric_values"} <= names
+    assert journal_mode == ("wal",)
 
 
 @pytest.mark.postgres
@@ -130,7 +143,7 @@ def test_postgresql_store_before_upgrade_is_refused_with_the_upgrade_command(pos
         Store.open(postgresql_url)
 
     problem = raised.value.problems[0]
-    assert "has no gatecfg schema yet; this gatecfg needs revision 0001" in problem.message
+    assert "has no gatecfg schema yet; this gatecfg needs revision" in problem.message
     assert problem.hint is not None
     assert "gatecfg db upgrade --db postgresql+psycopg://" in problem.hint
     assert count(postgresql_url, "pg_tables WHERE schemaname = 'public'") == 0
@@ -144,6 +157,32 @@ def test_migrations_create_exactly_the_table_metadata(store: Store, store_url: s
     finally:
         engine.dispose()
     assert differences == []
+
+
+def test_a_store_from_a_newer_gatecfg_is_refused(store: Store, store_url: str) -> None:
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = :newer"), {"newer": "9999"})
+    finally:
+        engine.dispose()
+
+    with pytest.raises(StoreError, match="schema revision 9999, which this gatecfg does not know"):
+        Store.open(store_url)
+
+
+def test_the_initial_migration_downgrades_to_an_empty_database(store: Store, store_url: str) -> None:
+    config = migrations_config()
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "base")
+        inspector = sa.inspect(engine)
+        left = set(inspector.get_table_names()) | set(inspector.get_view_names())
+    finally:
+        engine.dispose()
+    assert left == {"alembic_version"}
 
 
 def test_concurrent_first_opens_of_one_sqlite_file_all_succeed(tmp_path: Path) -> None:
@@ -318,7 +357,7 @@ def test_a_step_short_in_the_window_is_filled_from_older_runs_exactly(store: Sto
         },
     )
 
-    with counted_queries() as queries:
+    with point_reads() as queries:
         found = store.baselines([REWARD.coordinate], window=3)
 
     assert found == {
@@ -346,12 +385,12 @@ def test_a_step_absent_from_the_whole_window_is_read_from_older_runs(store: Stor
     assert found == {(REWARD.coordinate, 0): [4.0, 3.0, 2.0], (REWARD.coordinate, 9): [1.9, 0.9]}
 
 
-def test_regular_history_is_read_in_one_query(store: Store) -> None:
+def test_the_points_of_a_regular_history_are_read_in_one_query(store: Store) -> None:
     write_nightlies(store, {day: {0: float(day), 1: float(day)} for day in range(6)})
     for day in range(6):
         store.write_run(run_info(f"grad-{day}", day=day), {GRAD_NORM: points({5: float(day)})})
 
-    with counted_queries() as queries:
+    with point_reads() as queries:
         found = store.baselines([REWARD.coordinate, GRAD_NORM.coordinate, "unknown"], window=3)
 
     assert found[(GRAD_NORM.coordinate, 5)] == [5.0, 4.0, 3.0]

@@ -82,7 +82,8 @@ def _insert_points(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
 
     SQLAlchemy's per-row parameter handling costs twice what the driver does at 40,000 points, and these
     columns need no bind processing, so SQLite gets the compiled INSERT with the tuples as executemany.
-    PostgreSQL's executemany is a round trip per row; one INSERT ... SELECT FROM unnest(arrays) is not.
+    PostgreSQL's executemany still sends a statement per row; one INSERT ... SELECT FROM unnest(arrays)
+    with a bound array per column does not.
     """
     if conn.dialect.name == "postgresql":
         columns = [list(column) for column in zip(*rows, strict=True)]
