@@ -177,7 +177,8 @@ def test_unknown_base_revision_is_an_input_error_that_says_what_to_fetch(tmp_pat
     result = run_cli("backtest", "--db", db, "--gates", gates, "--base", "origin/nope")
     assert result.code == 2
     assert "git does not know the revision `origin/nope`" in result.err
-    assert "git fetch --depth=1 origin origin/nope" in result.err
+    assert "hint: " in result.err
+    assert "git fetch" in result.err
 
 
 def independent_sigma_replay(values: Sequence[float], sigma: float, window: int) -> list[bool]:
