@@ -277,3 +277,22 @@ def test_median_reference_through_evaluate(tmp_path: Path, db: str) -> None:
     seed(tmp_path, gates, db, [[(0, 1.0)], [(0, 1.0)], [(0, 40.0)], [(0, 1.0)]])
     _, report = evaluate(tmp_path, gates, db, [(0, 1.2)])
     assert (report["verdicts"][0]["ref"], report["verdicts"][0]["status"]) == (1.0, "pass")
+
+
+def test_every_report_lists_tolerated_steps_without_failing_the_gate(tmp_path: Path, db: str) -> None:
+    gates = gates_with(tmp_path, "  train/grad_norm:\n    tolerate: 2\n    enforce: true\n")
+    seed(tmp_path, gates, db, [TEN_STEPS])
+    path = record(tmp_path / "run.jsonl", spiked([3, 7]))
+    base = ("evaluate", "--gates", gates, "--test", TEST, "--record", path, "--db", db)
+    junit = run_cli(*base, "--format", "junit")
+    assert junit.code == 0
+    assert "<failure" not in junit.out
+    assert "TOLERATED: 2 failing steps within `tolerate: 2`" in junit.out
+    assert "step 3: fail (tolerated)" in junit.out
+    github = run_cli(*base, "--format", "github")
+    assert github.out.count("::warning ") == 2
+    assert "fail (enforced, within tolerate: 2) at step 3" in github.out
+    text = run_cli(*base).out
+    assert "FAIL (tolerated)" in text
+    assert "2 failing within tolerate" in text
+    assert "| ✅ | `train/grad_norm`" in run_cli(*base, "--format", "markdown").out
