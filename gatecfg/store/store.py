@@ -89,6 +89,16 @@ class Store:
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
             return writes.write_run(conn, run, points, where=self.url)
 
+    def write_runs(
+        self, items: Sequence[tuple[RunInfo, Mapping[CoordinateSpec, Sequence[StoredPoint]]]]
+    ) -> list[bool]:
+        """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
+
+        Per run as `write_run`: False, writing nothing for it, when its run id is already stored.
+        """
+        with self._errors(f"write {len(items)} runs to the history store"), self._writer.begin() as conn:
+            return [writes.write_run(conn, run, points, where=self.url) for run, points in items]
+
     def baselines(
         self,
         coordinates: Sequence[str],

@@ -1,0 +1,198 @@
+"""Regimes of a gate's nightly series, the commit that opened each, and shifts that coincide across metrics.
+
+A regime is a stretch of nights at one level (see `changepoints` for how levels are found). It is
+attributed to the commit of its first night: the nightly after the merge that moved the metric. When that
+commit also ran the night before, the shift came with no code change (hardware, data, a dependency), and
+the regime says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gatecfg.analysis.changepoints import Detection, detect
+from gatecfg.analysis.series import Night
+from gatecfg.band import tidy
+
+
+def _tidy(x: float | None) -> float | None:
+    # 12 significant digits, as reports print band edges: a median of 0.31498 is not 0.31498000000000004.
+    return None if x is None else tidy(x)
+
+
+@dataclass(frozen=True)
+class Regime:
+    start_index: int  # runs in time order from 0, over the nights analysed
+    end_index: int  # inclusive
+    first_run: str
+    last_run: str
+    first_commit: str | None
+    previous_commit: str | None  # the commit of the night before the regime; None for the first regime
+    start_date: datetime
+    end_date: datetime
+    n: int  # nights in the regime, outliers included
+    mean: float  # mean, median and spread leave out the outlier nights the detection set aside
+    median: float
+    spread: float  # sample standard deviation; 0 for a single night
+    shift_abs: float | None  # median minus the previous regime's median
+    shift_pct: float | None  # shift_abs relative to the previous median's magnitude
+
+    @property
+    def same_commit_as_before(self) -> bool:
+        """The shift happened between two nights of one commit: not a code change."""
+        return (
+            self.start_index > 0
+            and self.first_commit is not None
+            and self.first_commit == self.previous_commit
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The documented shape: exactly these keys."""
+        return {
+            "start_index": self.start_index,
+            "end_index": self.end_index,
+            "first_run": self.first_run,
+            "last_run": self.last_run,
+            "first_commit": self.first_commit,
+            "start_date": self.start_date.isoformat(),
+            "n": self.n,
+            "mean": tidy(self.mean),
+            "median": tidy(self.median),
+            "spread": tidy(self.spread),
+            "shift_abs": _tidy(self.shift_abs),
+            "shift_pct": _tidy(self.shift_pct),
+        }
+
+
+@dataclass(frozen=True)
+class Regimes:
+    """The regimes of one coordinate (a metric at one step) and what the detection rested on."""
+
+    metric: str
+    step: int
+    nights: tuple[Night, ...]  # the nights analysed, oldest first
+    regimes: tuple[Regime, ...]
+    detection: Detection
+
+    @property
+    def outlier_runs(self) -> tuple[str, ...]:
+        return tuple(self.nights[i].run_id for i in self.detection.outliers)
+
+    def as_json(self, test: str) -> dict[str, Any]:
+        return {
+            "test": test,
+            "metric": self.metric,
+            "step": self.step,
+            "regimes": [r.as_json() for r in self.regimes],
+        }
+
+
+def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
+    """Regimes of `nights` (finite values, oldest first)."""
+    values = [n.value for n in nights]
+    detection = detect(values)
+    bounds = [*detection.starts, len(nights)]
+    outliers = set(detection.outliers)
+    regimes: list[Regime] = []
+    for start, stop in itertools.pairwise(bounds):
+        # A crashed night would drag the mean and blow up the spread of the regime it sits in.
+        chunk = [values[i] for i in range(start, stop) if i not in outliers] or values[start:stop]
+        median = statistics.median(chunk)
+        previous = regimes[-1] if regimes else None
+        shift = None if previous is None else median - previous.median
+        regimes.append(
+            Regime(
+                start_index=start,
+                end_index=stop - 1,
+                first_run=nights[start].run_id,
+                last_run=nights[stop - 1].run_id,
+                first_commit=nights[start].commit,
+                previous_commit=nights[start - 1].commit if start > 0 else None,
+                start_date=nights[start].created_at,
+                end_date=nights[stop - 1].created_at,
+                n=stop - start,
+                mean=math.fsum(chunk) / len(chunk),
+                median=median,
+                spread=statistics.stdev(chunk) if len(chunk) > 1 else 0.0,
+                shift_abs=shift,
+                shift_pct=None
+                if shift is None or previous is None or previous.median == 0
+                else shift / abs(previous.median) * 100.0,
+            )
+        )
+    return Regimes(metric, step, tuple(nights), tuple(regimes), detection)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A regime start at one coordinate, as listed under the commit that opened it."""
+
+    metric: str
+    step: int
+    regime: Regime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "step": self.step,
+            "run": self.regime.first_run,
+            "shift_abs": _tidy(self.regime.shift_abs),
+            "shift_pct": _tidy(self.regime.shift_pct),
+        }
+
+
+@dataclass(frozen=True)
+class Coincidence:
+    """Every shift opened by one commit, across the metrics of a test."""
+
+    commit: str | None
+    first_run: str  # the earliest of the shifts' first runs
+    start_date: datetime
+    shifts: tuple[Shift, ...]
+    same_commit_as_before: bool  # every shift here happened between two nights of this commit
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.metric for s in self.shifts))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "first_run": self.first_run,
+            "start_date": self.start_date.isoformat(),
+            "metrics": list(self.metrics),
+            "same_commit_as_before": self.same_commit_as_before,
+            "shifts": [s.as_json() for s in self.shifts],
+        }
+
+
+def coincidences(found: Sequence[Regimes]) -> list[Coincidence]:
+    """Shifts grouped by the commit that opened them, most metrics first, then oldest first.
+
+    A run without a commit groups by its run id: without provenance, only the same night coincides.
+    """
+    groups: dict[str, list[Shift]] = {}
+    for regimes in found:
+        for regime in regimes.regimes[1:]:
+            key = regime.first_commit if regime.first_commit is not None else f"run:{regime.first_run}"
+            groups.setdefault(key, []).append(Shift(regimes.metric, regimes.step, regime))
+    result: list[Coincidence] = []
+    for shifts in groups.values():
+        first = min(shifts, key=lambda s: s.regime.start_date).regime
+        result.append(
+            Coincidence(
+                commit=first.first_commit,
+                first_run=first.first_run,
+                start_date=first.start_date,
+                shifts=tuple(sorted(shifts, key=lambda s: (s.metric, s.step))),
+                same_commit_as_before=all(s.regime.same_commit_as_before for s in shifts),
+            )
+        )
+    result.sort(key=lambda c: (-len(c.metrics), c.start_date))
+    return result

@@ -1,0 +1,182 @@
+"""`gatecfg regimes`: the level shifts of a gate's nightly series and the commit that opened each."""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gatecfg.analysis.changepoints import MIN_REGIME
+from gatecfg.analysis.regimes import Coincidence, Regimes, coincidences, find_regimes
+from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
+from gatecfg.band import fmt
+from gatecfg.errors import EXIT_OK
+from gatecfg.keys import series_key
+from gatecfg.resolve import load_tree
+from gatecfg.store import Store
+
+SHORT_SHA = 12
+STEPS_LISTED = 3  # a metric shifting at more steps than this is summarised in the text table
+
+
+def regimes(
+    *,
+    gates: Path,
+    db: str,
+    test: str,
+    metric: str | None,
+    step: int | None,
+    scan_all: bool,
+    labels: Mapping[str, str],
+    fmt_: str,
+) -> int:
+    resolved = load_tree(gates).test(test)
+    series = series_key(test, labels)
+    chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
+    found: list[Regimes] = []
+    with Store.open(db) as store:
+        for gate in chosen:
+            by_step = gate_nights(store, gate, series)
+            if not scan_all:
+                if not by_step:
+                    found.append(find_regimes(gate.metric, step if step is not None else -1, []))
+                    break
+                picked = pick_step(gate, by_step, step)
+                found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
+                break
+            found += [find_regimes(gate.metric, s, analysable(nights)) for s, nights in by_step.items()]
+    if scan_all:
+        print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
+    else:
+        one = found[0]
+        print(json.dumps(one.as_json(test), indent=2) if fmt_ == "json" else _one_text(test, one), end="")
+    return EXIT_OK
+
+
+def _console() -> Console:
+    return Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+
+
+def _sha(commit: str | None) -> str:
+    return "-" if commit is None else commit[:SHORT_SHA]
+
+
+def _shift(abs_: float | None, pct: float | None) -> str:
+    if abs_ is None:
+        return ""
+    return f"{abs_:+.6g}" + ("" if pct is None else f" ({pct:+.1f}%)")
+
+
+def _one_text(test: str, found: Regimes) -> str:
+    console = _console()
+    console.print(f"regimes of {found.metric} at step {step_name(found.step)}  ({test})")
+    nights = found.nights
+    if not nights:
+        console.print("no stored nightly values: nothing to analyse yet")
+        return str(console.file.getvalue())  # type: ignore[attr-defined]
+    detection = found.detection
+    console.print(
+        f"{len(nights)} nightlies, {nights[0].created_at:%Y-%m-%d} to {nights[-1].created_at:%Y-%m-%d}; "
+        f"noise sigma {fmt(detection.sigma)}; {len(found.regimes)} regime(s)"
+    )
+    if len(nights) < 2 * MIN_REGIME:
+        console.print(f"fewer than {2 * MIN_REGIME} nightlies: too few to tell a shift from noise")
+    if found.outlier_runs:
+        console.print(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread"):
+        table.add_column(column, overflow="fold")
+    table.add_column("shift vs previous", overflow="fold")
+    no_code_change = False
+    for number, r in enumerate(found.regimes, start=1):
+        opened = _sha(r.first_commit)
+        if r.same_commit_as_before:
+            opened += " *"
+            no_code_change = True
+        table.add_row(
+            str(number),
+            r.first_run,
+            r.last_run,
+            f"{r.start_date:%Y-%m-%d}",
+            f"{r.end_date:%Y-%m-%d}",
+            opened,
+            str(r.n),
+            fmt(r.median),
+            fmt(r.mean),
+            fmt(r.spread),
+            _shift(r.shift_abs, r.shift_pct),
+        )
+    console.print(table)
+    if no_code_change:
+        console.print("* the night before ran the same commit: the shift came without a code change")
+    return str(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+def _all_text(test: str, found: Sequence[Regimes]) -> str:
+    console = _console()
+    shifted = [r for r in found if len(r.regimes) > 1]
+    together = coincidences(found)
+    nights = max((len(r.nights) for r in found), default=0)
+    console.print(f"regimes of every gate of {test}")
+    if not any(r.nights for r in found):
+        console.print("no stored nightly values: nothing to analyse yet")
+        return str(console.file.getvalue())  # type: ignore[attr-defined]
+    console.print(
+        f"{len(found)} coordinate(s), up to {nights} nightlies each; {len(shifted)} shifted; "
+        f"{len(together)} commit(s) opened a regime"
+    )
+    if not together:
+        console.print("no shifts: every coordinate holds one level")
+        return str(console.file.getvalue())  # type: ignore[attr-defined]
+    table = Table(box=box.SIMPLE_HEAD, title="shifts by the commit that opened them", title_justify="left")
+    for column in ("commit", "first run", "date", "metrics", "shifts"):
+        table.add_column(column, overflow="fold")
+    no_code_change = False
+    for c in together:
+        commit = _sha(c.commit)
+        if c.same_commit_as_before:
+            commit += " *"
+            no_code_change = True
+        table.add_row(commit, c.first_run, f"{c.start_date:%Y-%m-%d}", str(len(c.metrics)), _shifts_text(c))
+    console.print(table)
+    if no_code_change:
+        console.print("* the night before ran the same commit: the shift came without a code change")
+    console.print("per coordinate: gatecfg regimes --test T --metric M [--step S]")
+    return str(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+def _shifts_text(c: Coincidence) -> str:
+    by_metric: dict[str, list[tuple[int, float | None]]] = {}
+    for s in c.shifts:
+        by_metric.setdefault(s.metric, []).append((s.step, s.regime.shift_pct))
+    parts: list[str] = []
+    for metric, steps in by_metric.items():
+        if len(steps) <= STEPS_LISTED:
+            parts += [f"{metric}@{step_name(step)} {_pct(pct)}" for step, pct in steps]
+            continue
+        pcts = [pct for _, pct in steps if pct is not None]
+        median = statistics.median(pcts) if pcts else None
+        parts.append(f"{metric} at {len(steps)} steps, median {_pct(median)}")
+    return "; ".join(parts)
+
+
+def _pct(pct: float | None) -> str:
+    return "n/a" if pct is None else f"{pct:+.1f}%"
+
+
+def _all_json(test: str, labels: Mapping[str, str], found: Sequence[Regimes]) -> str:
+    document = {
+        "test": test,
+        "series": dict(labels),
+        "coordinates": [
+            {"metric": r.metric, "step": r.step, "regimes": [x.as_json() for x in r.regimes]} for r in found
+        ],
+        "coincidences": [c.as_json() for c in coincidences(found)],
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,177 @@
+"""`gatecfg report --html DIR`: the static report of every test's gates, with a chart per gate."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from gatecfg import __version__
+from gatecfg.analysis.false_alarm import Estimate, current_estimates
+from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
+from gatecfg.analysis.plots import Chart, render
+from gatecfg.analysis.regimes import find_regimes
+from gatecfg.analysis.series import Night, analysable, describe_steps, nights_of, step_name
+from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.evaluate import STATUS_ORDER
+from gatecfg.keys import series_key
+from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
+from gatecfg.store import RunRow, Store
+
+PAGES = "tests"
+SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> int:
+    tree = load_tree(gates)
+    if tree.problems:
+        raise InputError(tree.problems)
+    tests = [tree.test(test)] if test is not None else [tree.tests[name] for name in sorted(tree.tests)]
+    writer = _Writer(out)
+    views: list[TestView] = []
+    with Store.open(db) as store:
+        for resolved in tests:
+            views.append(_test_view(store, resolved, writer, png=png))
+        url = store.url
+    for view in views:
+        writer.write(view.page, page_of_test(view, generated=__version__))
+    writer.write("index.html", index_page(views, store=url, generated=__version__))
+    charts = sum(len(s.gates) for v in views for s in v.series)
+    print(f"wrote {display_path(out / 'index.html')}: {len(views)} test(s), {charts} chart(s)")
+    return EXIT_OK
+
+
+class _Writer:
+    """Files of the report, each replaced atomically so that a reader never sees half a page."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        try:
+            (root / PAGES).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError.at(
+                Location(display_path(root)), f"cannot create the report folder: {exc.strerror}"
+            ) from None
+
+    def write(self, relative: str, content: str | bytes) -> None:
+        path = self.root / relative
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+            # mkstemp makes the file private; a report is meant to be served and read by others.
+            os.chmod(tmp, 0o644)
+            Path(tmp).replace(path)
+        except OSError as exc:
+            raise InputError.at(
+                Location(display_path(path)), f"cannot write the report: {exc.strerror}"
+            ) from None
+
+
+def _slug(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+    return f"{SLUG.sub('_', text).strip('_')[-60:]}-{digest}"
+
+
+def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) -> TestView:
+    slug = _slug(test.test)
+    page = f"{PAGES}/{slug}.html"
+    runs = list(reversed(store.runs(test=test.test)))
+    by_series: dict[str, list[RunRow]] = {}
+    for row in runs:
+        by_series.setdefault(row.run.series_key, []).append(row)
+    if not by_series:
+        by_series[series_key(test.test)] = []
+    histories = {g.metric: store.history(test=test.test, metric=g.metric) for g in test.gates}
+    series_views: list[SeriesView] = []
+    for index, (series, rows) in enumerate(sorted(by_series.items())):
+        estimates = current_estimates(store, test, series)
+        latest = rows[-1] if rows else None
+        gates = [
+            _gate_view(
+                gate,
+                nights_of(
+                    [h for h in histories[gate.metric] if h.coordinate.series_key == series], gate.steps_key
+                ),
+                latest,
+                estimates.get(gate.metric),
+                writer,
+                anchor=f"s{index}-{_slug(gate.metric)}",
+                image_dir=f"{PAGES}/{slug}",
+                salt=f"{series}|{gate.metric}|{gate.steps_key}",
+                png=png,
+            )
+            for gate in test.gates
+        ]
+        series_views.append(
+            SeriesView(
+                labels=dict(latest.run.labels) if latest else {},
+                runs=len(rows),
+                latest_run=latest.run.run_id if latest else None,
+                latest_commit=latest.run.commit if latest else None,
+                latest_date=latest.run.created_at if latest else None,
+                latest_trusted=latest.trusted if latest else None,
+                gates=gates,
+            )
+        )
+    return TestView(test=test.test, file=test.file, page=page, series=series_views)
+
+
+def _gate_view(
+    gate: ResolvedGate,
+    by_step: dict[int, list[Night]],
+    latest: RunRow | None,
+    estimate: Estimate | None,
+    writer: _Writer,
+    *,
+    anchor: str,
+    image_dir: str,
+    salt: str,
+    png: bool,
+) -> GateView:
+    # A gate over many steps is charted at its last stored step: the end of training shows most.
+    step = max(by_step) if by_step else None
+    nights = by_step.get(step, []) if step is not None else []
+    found = find_regimes(gate.metric, step, analysable(nights)) if step is not None else None
+    latest_id = latest.run.run_id if latest else None
+    statuses = [n.status for ns in by_step.values() for n in ns if n.run_id == latest_id]
+    status = min(statuses, key=STATUS_ORDER.__getitem__) if statuses else "none"
+    value = next((n.value for n in reversed(nights) if n.run_id == latest_id), None)
+    title = f"{gate.metric} @ {step_name(step)}" if step is not None else gate.metric
+    chart = Chart(
+        title=title,
+        salt=salt,
+        nights=nights,
+        regimes=found,
+        limits={} if gate.limits is None else gate.limits.literal(),
+    )
+    if png:
+        name = f"{image_dir}/{_slug(anchor)}.png"
+        writer.write(name, render(chart, "png"))
+        src = name.split("/", 1)[1]  # the page sits in PAGES/, beside the image folder
+        markup = f'<img src="{html.escape(src)}" alt="{html.escape(title)}" width="900" height="340">'
+    else:
+        markup = render(chart, "svg").decode("utf-8")
+    current = found.regimes[-1] if found and found.regimes else None
+    last_shift = (
+        f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d})"
+        if current is not None and current.start_index > 0
+        else None
+    )
+    return GateView(
+        gate=gate,
+        anchor=anchor,
+        step_shown=step_name(step) if step is not None else None,
+        steps_stored=describe_steps(by_step),
+        status=status,
+        value=value,
+        estimate=estimate,
+        regimes=len(found.regimes) if found else 0,
+        last_shift=last_shift,
+        chart=markup,
+    )

@@ -1,0 +1,175 @@
+"""`gatecfg report --html`: a static, offline report that a browser renders with one chart per gate."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+from test_import import EVAL, MERGES, REWARD, TEST, Scenario, import_scenario, sha, write_scenario
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSER = next((found for name in BROWSERS if (found := shutil.which(name))), None)
+needs_browser = pytest.mark.skipif(
+    BROWSER is None, reason="no Chromium on PATH (Debian: apt-get install chromium); render test skipped"
+)
+
+# Appended to a copy of a page by the test only (the report has no script): once everything loaded, each
+# chart records the size the browser laid it out at and whether its image decoded.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  for (const figure of document.querySelectorAll("figure.gate-plot")) {
+    const chart = figure.querySelector("svg, img");
+    const box = chart ? chart.getBoundingClientRect() : { width: 0, height: 0 };
+    const decoded = !chart || chart.tagName !== "IMG" || (chart.complete && chart.naturalWidth > 0);
+    figure.setAttribute("data-rendered", `${Math.round(box.width)}x${Math.round(box.height)}`);
+    figure.setAttribute("data-decoded", String(decoded));
+  }
+});
+</script>"""
+RENDERED = re.compile(r'<figure class="gate-plot"[^>]*data-rendered="(\d+)x(\d+)" data-decoded="(\w+)"')
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Scenario, str]:
+    root = tmp_path_factory.mktemp("report")
+    found = write_scenario(root)
+    db = f"sqlite:///{root / 'h.db'}"
+    import_scenario(found, db)
+    return found, db
+
+
+def _report(found: Scenario, db: str, out: Path, *args: str) -> Path:
+    result = run_cli("report", "--html", out, "--test", TEST, "--gates", found.gates, "--db", db, *args)
+    assert result.code == 0, result.err
+    assert "1 test(s), 2 chart(s)" in result.out
+    return out
+
+
+def _page(out: Path) -> Path:
+    pages = sorted((out / "tests").glob("*.html"))
+    assert len(pages) == 1
+    return pages[0]
+
+
+def _render(page: Path) -> str:
+    probe = page.with_name("probe-" + page.name)  # beside the page, so relative image paths still resolve
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    assert BROWSER is not None
+    done = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probe.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@needs_browser
+@pytest.mark.parametrize("png", [False, True], ids=["inline-svg", "png"])
+def test_chromium_renders_one_chart_per_gate(
+    history: tuple[Scenario, str], tmp_path: Path, png: bool
+) -> None:
+    found, db = history
+    out = _report(found, db, tmp_path / "site", *(["--png"] if png else []))
+    dom = _render(_page(out))
+    charts = RENDERED.findall(dom)
+    assert len(charts) == 2  # one per gate of the gate file
+    for width, height, decoded in charts:
+        assert int(width) > 300
+        assert int(height) > 100
+        assert decoded == "true"
+    metrics = re.findall(r'<figure class="gate-plot"[^>]*data-metric="([^"]+)"', dom)
+    assert metrics == [EVAL, REWARD]
+
+
+def test_the_report_loads_nothing_from_the_network(history: tuple[Scenario, str], tmp_path: Path) -> None:
+    found, db = history
+    for png in (False, True):
+        out = _report(found, db, tmp_path / f"site-{png}", *(["--png"] if png else []))
+        for page in [out / "index.html", _page(out)]:
+            text = page.read_text()
+            assert "<script" not in text
+            assert "<link" not in text
+            assert "@import" not in text
+            for target in re.findall(r'(?:src|href)="([^"]*)"', text):
+                assert not re.match(r"(?i)(https?:)?//", target), target
+                if not target.startswith("#"):
+                    assert (page.parent / target.split("#")[0]).exists(), target
+
+
+def test_charts_mark_untrusted_runs_failures_limits_and_the_commits_that_opened_regimes(
+    history: tuple[Scenario, str], tmp_path: Path
+) -> None:
+    found, db = history
+    text = _page(_report(found, db, tmp_path / "site")).read_text()
+    figures = text.split('<figure class="gate-plot"')[1:]
+    eval_chart = next(f for f in figures if f'data-metric="{EVAL}"' in f)
+    assert "untrusted run" in eval_chart  # the crashed night, exported untrusted
+    assert "failed the gate" in eval_chart  # regime 3 sits below limits.min 0.50
+    assert "limits.min 0.5" in eval_chart
+    for merge in MERGES:
+        assert sha(merge)[:7] in eval_chart
+    reward_chart = next(f for f in figures if f'data-metric="{REWARD}"' in f)
+    assert sha(MERGES[2])[:7] not in reward_chart  # the cache salt moved eval only
+
+
+def test_the_index_lists_tests_and_gates_with_the_latest_status(
+    history: tuple[Scenario, str], tmp_path: Path
+) -> None:
+    found, db = history
+    out = _report(found, db, tmp_path / "site")
+    index = (out / "index.html").read_text()
+    page = _page(out).relative_to(out).as_posix()
+    assert f'<a href="{page}">{TEST}</a>' in index
+    assert f'<a href="{page}#s0-' in index
+    assert index.count('<span class="status pass">pass</span>') >= 2
+    assert f"latest <code>{found.run_id(348)}</code>" in index
+    assert f"{sha(MERGES[3])[:12]} (2024-09-27)" in index  # the current regime's opening commit
+    assert "false alarm" in index
+
+
+def test_a_gate_without_history_still_gets_its_figure(tmp_path: Path) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text("version: 1\n")
+    (gates / "t.yaml").write_text("test: t\ngates:\n  m:\n    steps: last\n    constraint: null\n")
+    out = tmp_path / "site"
+    result = run_cli("report", "--html", out, "--gates", gates, "--db", f"sqlite:///{tmp_path / 'h.db'}")
+    assert result.code == 0, result.err
+    text = _page(out).read_text()
+    assert text.count('<figure class="gate-plot"') == 1
+    assert "m: no stored values yet" in text
+    assert "no stored runs" in (out / "index.html").read_text()
+
+
+def test_the_same_history_gives_the_same_report_byte_for_byte(
+    history: tuple[Scenario, str], tmp_path: Path
+) -> None:
+    found, db = history
+    first = _page(_report(found, db, tmp_path / "a")).read_bytes()
+    second = _page(_report(found, db, tmp_path / "b")).read_bytes()
+    assert first == second
+
+
+def test_an_unknown_test_exits_2(history: tuple[Scenario, str], tmp_path: Path) -> None:
+    found, db = history
+    result = run_cli("report", "--html", tmp_path / "s", "--test", "nope", "--gates", found.gates, "--db", db)
+    assert result.code == 2
+    assert "no gate file declares `test: nope`" in result.err
+
+
+@pytest.mark.parametrize("command", ["regimes", "rebaseline", "import", "report"])
+def test_help_text_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from gatecfg.cli import build_parser
+
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args([command, "--help"])
+    shown = capsys.readouterr().out
+    assert f"example:\n  gatecfg {command} " in shown
