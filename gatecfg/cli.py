@@ -204,6 +204,7 @@ def build_parser() -> _Parser:
     p.add_argument("action", choices=["upgrade"], help="upgrade: apply the store's migrations")
     _db_option(p)
     _analytics(sub)
+    _rekey_commands(sub)
     return parser
 
 
@@ -518,6 +519,116 @@ def _report(args: argparse.Namespace) -> int:
     from gatecfg.commands.report import report
 
     return report(gates=args.gates, db=db_url(args.db), out=args.html, test=args.test, png=args.png)
+
+
+def _rekey_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """diff, carry, prune: re-keys before merge, carried history, orphaned coordinates."""
+    p = _add(
+        sub,
+        "diff",
+        "Before merge: the gates whose keys the working tree's edits move (cold baselines), and why.",
+        "gatecfg diff --base origin/main --format github",
+        _diff,
+    )
+    p.add_argument(
+        "--base", required=True, metavar="REV", help="git revision to compare with, e.g. origin/main"
+    )
+    _gates_option(p)
+    p.add_argument(
+        "--db",
+        metavar="URL",
+        help="also count the stored values each re-key orphans (default: $GATECFG_DB_URL, if set)",
+    )
+    _series_option(p)
+    p.add_argument("--format", choices=["text", "json", "github"], default="text")
+    p.add_argument(
+        "--fail-on-rekey", action="store_true", help="exit 1 when a gate re-keys without carried history"
+    )
+
+    p = _add(
+        sub,
+        "carry",
+        "After a constraint-only re-key, let the new keys' baselines read the old keys' history.",
+        "gatecfg carry --base origin/main --metric rollout/raw_reward --reason 'rel_down 0.2 -> 0.25'",
+        _carry,
+    )
+    p.add_argument("--base", metavar="REV", help="git revision the gates are compared with, e.g. origin/main")
+    p.add_argument("--test", metavar="T", help="only this test's gates")
+    p.add_argument("--metric", metavar="M", help="only this metric")
+    p.add_argument("--reason", metavar="TEXT", help="why the old history still holds (recorded; required)")
+    p.add_argument(
+        "--undo", action="store_true", help="undo the carries these options select (they stay on record)"
+    )
+    p.add_argument("--commit", help="the commit recorded with the carry (default: git HEAD)")
+    _gates_option(p)
+    _db_option(p)
+    _series_option(p)
+
+    p = _add(
+        sub,
+        "prune",
+        "List stored coordinates no gate declares any more; delete them with --yes.",
+        "gatecfg prune --orphaned --dry-run",
+        _prune,
+    )
+    p.add_argument("--orphaned", action="store_true", required=True, help="coordinates no declaration uses")
+    p.add_argument("--dry-run", action="store_true", help="only list them")
+    p.add_argument("--yes", action="store_true", help="delete them (one transaction)")
+    _gates_option(p)
+    _db_option(p)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from gatecfg.commands.diff import diff_command
+
+    db = args.db or os.environ.get("GATECFG_DB_URL")
+    return diff_command(
+        base=args.base,
+        gates=args.gates,
+        db=db_url(db) if db else None,
+        labels=_labels(args.series),
+        fmt_name=args.format,
+        fail_on_rekey=args.fail_on_rekey,
+    )
+
+
+def _carry(args: argparse.Namespace) -> int:
+    from gatecfg.commands.carry import carry_command, undo_command
+
+    labels = _labels(args.series)
+    if args.undo:
+        return undo_command(
+            base=args.base,
+            gates=args.gates,
+            db=db_url(args.db),
+            test=args.test,
+            metric=args.metric,
+            labels=labels,
+            reason=args.reason,
+        )
+    missing = [flag for flag, value in (("--base", args.base), ("--reason", args.reason)) if not value]
+    if missing:
+        raise InputError.at(
+            "gatecfg carry",
+            f"carry needs {' and '.join(missing)}",
+            hint="e.g. gatecfg carry --base origin/main --reason 'only the band changed'",
+        )
+    return carry_command(
+        base=args.base,
+        gates=args.gates,
+        db=db_url(args.db),
+        test=args.test,
+        metric=args.metric,
+        labels=labels,
+        reason=args.reason,
+        commit=args.commit,
+    )
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from gatecfg.commands.prune import prune_command
+
+    return prune_command(gates=args.gates, db=db_url(args.db), dry_run=args.dry_run, yes=args.yes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import subprocess
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from gatecfg.errors import InputError
+from gatecfg.rekey import TreeDiff, diff_trees
 from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest, load_tree
 
 
@@ -27,6 +30,16 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
         raise InputError.at(
             "git", "git is not installed", hint="install git to compare with a revision"
         ) from None
+
+
+def repo_top(gates: Path) -> Path:
+    """The top folder of the git repository that holds `gates` (which may be gone from the working tree)."""
+    return _repo_top(_existing_parent(gates))
+
+
+def commit_of(rev: str, gates: Path) -> str:
+    """The full hash of the commit `rev` names, in the repository that holds `gates`."""
+    return _commit(rev, repo_top(gates))
 
 
 def _repo_top(start: Path) -> Path:
@@ -50,19 +63,15 @@ def _existing_parent(path: Path) -> Path:
 
 def materialise(rev: str, gates: Path, into: Path) -> Path:
     """Write the gates folder as it was at `rev` below `into`; returns where it is (may not exist)."""
-    top = _repo_top(_existing_parent(gates))
+    top = repo_top(gates)
     relative = gates.resolve().relative_to(top).as_posix()
-    if _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], top).returncode != 0:
-        raise InputError.at(
-            "--base",
-            f"git does not know the revision `{rev}`",
-            hint=f"fetch it first, e.g. `git fetch --depth=1 origin {rev}` on a shallow CI clone",
-        )
+    # The hash, not the name, goes on to git: a name cannot then be read as an option.
+    commit = _commit(rev, top)
     target = into / relative
-    listed = _git(["ls-tree", "-d", "--name-only", rev, "--", relative], top)
+    listed = _git(["ls-tree", "-d", "--name-only", commit, "--", relative], top)
     if relative != "." and not listed.stdout.strip():
         return target  # the folder did not exist at rev: load_tree reports that plainly
-    archive = _git(["archive", "--format=tar", rev, "--", relative], top)
+    archive = _git(["archive", "--format=tar", commit, "--", relative], top)
     if archive.returncode != 0:
         raise InputError.at(
             "--base", f"`git archive {rev} -- {relative}` failed: {archive.stderr.decode().strip()}"
@@ -73,6 +82,43 @@ def materialise(rev: str, gates: Path, into: Path) -> Path:
     return target
 
 
+def _commit(rev: str, top: Path) -> str:
+    if not rev or rev.startswith("-"):
+        raise InputError.at("--base", f"`{rev}` is not a git revision", hint="e.g. --base origin/main")
+    done = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], top)
+    if done.returncode == 0:
+        return done.stdout.decode().strip()
+    shallow = _git(["rev-parse", "--is-shallow-repository"], top).stdout.decode().strip() == "true"
+    why = " (this clone is shallow: it holds only the commits it fetched)" if shallow else ""
+    hint = _fetch_hint(rev, top, shallow=shallow)
+    raise InputError.at("--base", f"git does not know the revision `{rev}`{why}", hint=hint)
+
+
+def _fetch_hint(rev: str, top: Path, *, shallow: bool) -> str:
+    """What to fetch so that `rev` exists, in the spelling git needs for each kind of name."""
+    remotes = _git(["remote"], top).stdout.decode().split()
+    remote = "origin" if "origin" in remotes or not remotes else remotes[0]
+    named_remote, _, branch = rev.partition("/")
+    if branch and named_remote in remotes:
+        refspecs = _git(["config", "--get-all", f"remote.{named_remote}.fetch"], top).stdout.decode().split()
+        if f"refs/heads/*:refs/remotes/{named_remote}/*" in (spec.lstrip("+") for spec in refspecs):
+            # The remote's refspec covers every branch, so fetching one updates its remote-tracking ref.
+            return f"fetch it first: `git fetch --depth=1 {named_remote} {branch}`"
+        # A single-branch clone's refspec does not: name where the fetched branch goes.
+        tracking = f"refs/remotes/{named_remote}/{branch}"
+        return f"fetch it first: `git fetch --depth=1 {named_remote} {branch}:{tracking}`"
+    if re.fullmatch(r"[0-9a-fA-F]{7,40}", rev):
+        return f"fetch the commit first: `git fetch --depth=1 {remote} {rev}`"
+    if re.search(r"[~^@{]", rev):
+        if not shallow:
+            return "check the revision: `git log --oneline` lists the commits this clone has"
+        return (
+            "fetch more history first: `git fetch --deepen=50` (or `git fetch --unshallow`), "
+            "or name the base by branch, e.g. --base origin/main"
+        )
+    return f"fetch it first: `git fetch --depth=1 {remote} {rev}`, then pass `--base {remote}/{rev}`"
+
+
 def load_tree_at(rev: str, gates: Path) -> GateTree:
     """The gate tree under `gates` as it was at `rev`, every path shown as `REV:path`."""
     with tempfile.TemporaryDirectory(prefix="gatecfg-rev-") as tmp:
@@ -80,6 +126,29 @@ def load_tree_at(rev: str, gates: Path) -> GateTree:
         root = materialise(rev, gates, into)
         tree = load_tree(root)
         return _relabel(tree, str(into) + os.sep, f"{rev}:", gates)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The working tree's gates against a revision's: the re-keys, and the trees they came from."""
+
+    diff: TreeDiff
+    after: GateTree
+    before: GateTree  # its problems are why some gates are `uncompared`
+
+
+def diff_against(rev: str, gates: Path) -> Comparison:
+    """The re-keys of the working tree's gates against `rev`.
+
+    Problems in the working tree are an InputError: a broken tree has no keys to compare. Problems at
+    `rev` are kept in `before.problems` instead, since the working tree may be their fix; the gates of
+    the files that did not resolve there are `uncompared`.
+    """
+    after = load_tree(gates)
+    if after.problems:
+        raise InputError(after.problems)
+    before = load_tree_at(rev, gates)
+    return Comparison(diff_trees(before, after, rev=rev, top=repo_top(gates)), after, before)
 
 
 def _relabel(tree: GateTree, old: str, new: str, root: Path) -> GateTree:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gatecfg import __version__
 from gatecfg.errors import InputError
-from gatecfg.evaluate import Verdict, evaluate, exit_code, trusted
+from gatecfg.evaluate import Verdict, evaluate, exit_code, needed_history, trusted
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import read_records
@@ -117,7 +117,8 @@ def _rekeys(store: Store, test: ResolvedTest, series: str, verdicts: Sequence[Ve
             )
             for s in store.coordinates_for(series, v.gate.metric)
         ]
-        warnings += rekey_warnings(v.gate, v.coordinate, stored, test.policy.min_history)
+        # A sigma band needs two values, not just `min_history`, before it gates again.
+        warnings += rekey_warnings(v.gate, v.coordinate, stored, needed_history(v.gate, test.policy))
     return warnings
 
 
@@ -157,6 +158,8 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
         )
         for d in w.differences:
             body.append(f"!!    {d.describe()}")
+        for source in w.literals.values():
+            body.append(f"!!    written at {source}")
         body.append(f"!!    gates again after {w.nightlies_to_active} trusted nightly run(s)")
     body.append("!!  see `gatecfg diff --base origin/main`, or `gatecfg carry` if only a constraint changed")
     body.append(line)

@@ -15,6 +15,7 @@ from gatecfg.band import Band, fmt
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.store import HistoryRow, Store
+from gatecfg.store.links import Carry
 
 
 def history(
@@ -30,15 +31,41 @@ def history(
     series = series_key(test, labels) if labels is not None else None
     with Store.open(db) as store:
         rows = store.history(test=test, metric=metric, step=step, series_key=series, limit=limit)
+        carries = [c for c in store.carries(test=test, metric=metric) if series in (None, c.series_key)]
     if fmt_name == "json":
-        print(json.dumps([_json(r) for r in rows], indent=2))
+        into: dict[str, list[str]] = {}
+        for c in carries:
+            if c.active:
+                into.setdefault(c.from_coordinate, []).append(c.coordinate)
+        print(
+            json.dumps(
+                [{**_json(r), "carried_into": into.get(r.coordinate.coordinate, [])} for r in rows], indent=2
+            )
+        )
         return EXIT_OK
     if not rows:
         where = f" at step {step}" if step is not None else ""
         print(f"no stored values for {metric}{where} of {test} in {store.url}")
-        return EXIT_OK
-    print(_table(rows, limit))
+    else:
+        print(_table(rows, limit))
+    if carries:
+        print(_carries(carries))
     return EXIT_OK
+
+
+def _carries(carries: list[Carry]) -> str:
+    """Carried history, newest first: which key reads which, since when, on what commit, and why."""
+    lines = ["carried history (`gatecfg carry`): the first key's baselines also read the second's values"]
+    for c in carries:
+        state = "" if c.active else f" · UNDONE {c.undone_at:%Y-%m-%d %H:%M}" if c.undone_at else ""
+        lines.append(
+            f"  {c.created_at:%Y-%m-%d %H:%M}  {c.coordinate} continues {c.from_coordinate}{state}\n"
+            f"    constraint {c.from_constraint_key} -> {c.constraint_key} · commit {(c.commit or '-')[:10]}"
+            f" · reason: {c.reason}"
+        )
+        if c.undo_reason:
+            lines.append(f"    undone because: {c.undo_reason}")
+    return "\n".join(lines)
 
 
 def _json(row: HistoryRow) -> dict[str, Any]:

@@ -61,8 +61,13 @@ def baselines(
     }
 
 
-def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
+def qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
+    """Runs whose values form baselines: `trusted` ones, or for `nightly` every run not untrusted by hand."""
     trust = TRUSTED if baseline == "trusted" else sa.func.coalesce(runs.c.trust_override, sa.true())
+    return trust.is_(True)
+
+
+def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
     query = (
         sa.select(
             run_coordinates.c.coordinate_pk,
@@ -75,7 +80,7 @@ def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str 
         )
         .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
         .join(runs, runs.c.pk == run_coordinates.c.run_pk)
-        .where(coordinates.c.coordinate.in_(hashes), trust.is_(True))
+        .where(coordinates.c.coordinate.in_(hashes), qualifies(baseline))
     )
     if exclude_run_id is not None:
         query = query.where(runs.c.run_id != exclude_run_id)
@@ -220,9 +225,15 @@ def _older_values(
 
 def coordinates_for(conn: Connection, series_key: str, metric: str) -> list[CoordinateSummary]:
     """Every stored key of one series and metric, with how many values it holds, newest first."""
+    query = summaries_query().where(coordinates.c.series_key == series_key, coordinates.c.metric == metric)
+    return [summary_of(row) for row in conn.execute(query)]
+
+
+def summaries_query() -> sa.Select[Any]:
+    """Stored coordinates with their amount of history, most recently written first; callers add a WHERE."""
     trusted_values = sa.case((TRUSTED.is_(True), run_coordinates.c.n_values), else_=0)
     last_written = sa.func.max(runs.c.created_at).label("last_written")
-    query = (
+    return (
         sa.select(
             coordinates,
             sa.func.coalesce(sa.func.sum(run_coordinates.c.n_values), 0).label("n_values"),
@@ -235,20 +246,19 @@ def coordinates_for(conn: Connection, series_key: str, metric: str) -> list[Coor
                 run_coordinates, run_coordinates.c.coordinate_pk == coordinates.c.pk
             ).outerjoin(runs, runs.c.pk == run_coordinates.c.run_pk)
         )
-        .where(coordinates.c.series_key == series_key, coordinates.c.metric == metric)
         .group_by(coordinates.c.pk)
         .order_by(last_written.desc(), coordinates.c.coordinate)
     )
-    return [
-        CoordinateSummary(
-            spec=spec_of(row),
-            n_values=int(row.n_values),
-            n_trusted_values=int(row.n_trusted_values),
-            n_runs=int(row.n_runs),
-            last_written=row.last_written,
-        )
-        for row in conn.execute(query)
-    ]
+
+
+def summary_of(row: Row[Any]) -> CoordinateSummary:
+    return CoordinateSummary(
+        spec=spec_of(row),
+        n_values=int(row.n_values),
+        n_trusted_values=int(row.n_trusted_values),
+        n_runs=int(row.n_runs),
+        last_written=row.last_written,
+    )
 
 
 def history(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -16,8 +17,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import reads, writes
+from gatecfg.store import inventory, links, reads, writes
 from gatecfg.store.engine import CONNECT_HINT, WRITE, create_engine, parse_url, redact, store_errors
+from gatecfg.store.links import Carry
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSpec,
@@ -113,14 +115,62 @@ class Store:
         explicitly untrusted. A (coordinate, step) without such values is absent from the result.
         """
         with self._errors("read baselines from the history store"), self._engine.connect() as conn:
-            return reads.baselines(
-                conn, coordinates, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+            # A coordinate that continues others (`gatecfg carry`) reads their values too.
+            carried = links.sources(conn, coordinates)
+            found = reads.baselines(
+                conn,
+                [c for c in coordinates if c not in carried],
+                window=window,
+                baseline=baseline,
+                exclude_run_id=exclude_run_id,
             )
+            if carried:
+                found.update(
+                    links.baselines(
+                        conn, carried, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+                    )
+                )
+            return found
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """Every stored key of one series and metric with its amount of history, most recent first."""
         with self._errors("read coordinates from the history store"), self._engine.connect() as conn:
             return reads.coordinates_for(conn, series_key, metric)
+
+    def summaries(
+        self, *, tests: Sequence[str] | None = None, hashes: Sequence[str] | None = None
+    ) -> list[CoordinateSummary]:
+        """Stored coordinates (of these tests, these hashes, or all) with their amount of history."""
+        with self._errors("read coordinates from the history store"), self._engine.connect() as conn:
+            return inventory.summaries(conn, tests=tests, hashes=hashes)
+
+    def prune(self, listed: Mapping[str, int]) -> int:
+        """Delete coordinates and their values in one transaction, if each still holds the number of values
+        it was listed with (hash -> values); else nothing. Returns the number of values deleted."""
+        with self._errors("delete coordinates from the history store"), self._writer.begin() as conn:
+            return inventory.delete(conn, listed, where=self.url)
+
+    def carries(
+        self,
+        *,
+        test: str | None = None,
+        metric: str | None = None,
+        into: Sequence[str] | None = None,
+        active_only: bool = False,
+    ) -> list[Carry]:
+        """Recorded carries, newest first, undone ones included unless `active_only`."""
+        with self._errors("read carries from the history store"), self._engine.connect() as conn:
+            return links.listed(conn, test=test, metric=metric, into=into, active_only=active_only)
+
+    def carry(self, items: Sequence[Carry]) -> list[bool]:
+        """Record carries in one transaction; False for each that was already active."""
+        with self._errors("record carried history in the history store"), self._writer.begin() as conn:
+            return links.add(conn, items)
+
+    def undo_carries(self, pairs: Sequence[tuple[str, str]], *, reason: str | None) -> int:
+        """Undo the active carries of these (coordinate, from_coordinate) pairs; how many were active."""
+        with self._errors("undo carried history in the history store"), self._writer.begin() as conn:
+            return links.undo(conn, pairs, at=datetime.now(UTC), reason=reason)
 
     def set_trust(
         self,

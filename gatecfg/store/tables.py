@@ -120,3 +120,35 @@ metric_points = sa.Table(
     sa.CheckConstraint("status IN ('pass', 'fail', 'tracked', 'cold', 'error')", name="status"),
     sqlite_with_rowid=False,
 )
+
+# `coordinate` continues the history of `from_coordinate` after a constraint-only re-key (`gatecfg carry`):
+# its baselines read the older coordinate's values too. Hashes rather than foreign keys, because a carry
+# is usually recorded before any run has written the new coordinate. An undone carry stays as a record
+# (`gatecfg history` shows both), so only the active rows are unique per pair.
+carries = sa.Table(
+    "carries",
+    metadata,
+    sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("coordinate", sa.Text, nullable=False),
+    sa.Column("from_coordinate", sa.Text, nullable=False),
+    sa.Column("series_key", sa.Text, nullable=False),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("metric", sa.Text, nullable=False),
+    sa.Column("steps_key", sa.Text, nullable=False),
+    sa.Column("constraint_key", sa.Text, nullable=False),
+    sa.Column("from_constraint_key", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("commit_sha", sa.Text),
+    sa.Column("base_commit", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("undone_at", UTCDateTime),
+    sa.Column("undo_reason", sa.Text),
+    sa.Index(
+        "uq_carries_active",
+        "coordinate",
+        "from_coordinate",
+        unique=True,
+        sqlite_where=sa.text("undone_at IS NULL"),
+        postgresql_where=sa.text("undone_at IS NULL"),
+    ),
+)
