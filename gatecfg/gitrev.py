@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gatecfg.errors import InputError
 from gatecfg.rekey import TreeDiff, diff_trees
-from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest, load_tree
+from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest, display_path, load_tree
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -125,7 +125,10 @@ def load_tree_at(rev: str, gates: Path) -> GateTree:
         into = Path(tmp).resolve()
         root = materialise(rev, gates, into)
         tree = load_tree(root)
-        return _relabel(tree, str(into) + os.sep, f"{rev}:", gates)
+        # Paths are shown relative to the working directory when below it, which the temporary folder
+        # is when TMPDIR lies inside the checkout or the command runs from an ancestor such as /tmp.
+        shown = {str(into) + os.sep, display_path(into) + os.sep}
+        return _relabel(tree, tuple(shown), f"{rev}:", gates)
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,10 @@ def diff_against(rev: str, gates: Path) -> Comparison:
     return Comparison(diff_trees(before, after, rev=rev, top=repo_top(gates)), after, before)
 
 
-def _relabel(tree: GateTree, old: str, new: str, root: Path) -> GateTree:
+def _relabel(tree: GateTree, olds: tuple[str, ...], new: str, root: Path) -> GateTree:
     def fix(text: str) -> str:
-        return new + text[len(old) :] if text.startswith(old) else text
+        old = next((o for o in olds if text.startswith(o)), None)
+        return text if old is None else new + text[len(old) :]
 
     def gate(g: ResolvedGate) -> ResolvedGate:
         return dataclasses.replace(g, file=fix(g.file), sources={k: fix(v) for k, v in g.sources.items()})

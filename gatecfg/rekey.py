@@ -263,11 +263,13 @@ def diff_trees(before: GateTree, after: GateTree, *, rev: str, top: Path) -> Tre
                 continue
             matched.add((old.test, old.metric))
             causes = [renamed] if renamed is not None else []
-            causes += [
-                _field_cause(name, old, gate, places)
-                for name in IDENTITY
-                if _key(old, name) != _key(gate, name)
-            ]
+            # Equal literals key alike; only unequal ones (which may still key alike: 1 and 1.0) need keys.
+            if (old.steps, old.constraint) != (gate.steps, gate.constraint):
+                causes += [
+                    _field_cause(name, old, gate, places)
+                    for name, before, after in zip(IDENTITY, _keys(old), _keys(gate), strict=True)
+                    if before != after
+                ]
             for cause in causes:
                 key = (cause.field, cause.kind, cause.old_source, cause.new_source)
                 groups.setdefault(key, (cause, []))[1].append(Rekeyed(old, gate))
@@ -291,14 +293,17 @@ class _Places:
         self.rev_prefix = rev_prefix
         self.top = top
         self.docs: dict[str, LoadedDoc] = {}
+        self.known: dict[str, str] = {}  # a default's file is every inheritor's source: resolve it once
 
     def of(self, shown: str) -> str:
         if shown.startswith(self.rev_prefix):
             return shown[len(self.rev_prefix) :]
-        try:
-            return Path(shown).resolve().relative_to(self.top).as_posix()
-        except ValueError:
-            return shown
+        if shown not in self.known:
+            try:
+                self.known[shown] = Path(shown).resolve().relative_to(self.top).as_posix()
+            except ValueError:
+                self.known[shown] = shown
+        return self.known[shown]
 
     def doc(self, shown: str) -> LoadedDoc:
         if shown not in self.docs:
@@ -306,8 +311,9 @@ class _Places:
         return self.docs[shown]
 
 
-def _key(gate: ResolvedGate, name: str) -> str:
-    return gate.steps_key if name == "steps" else gate.constraint_key
+def _keys(gate: ResolvedGate) -> tuple[str, str]:
+    """The gate's identity literals in IDENTITY order; each is canonical JSON, computed once here."""
+    return gate.steps_key, gate.constraint_key
 
 
 def _split(source: str) -> str:

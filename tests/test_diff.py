@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -285,6 +286,21 @@ def test_a_moved_literal_with_the_same_value_rekeys_nothing(repo: Path) -> None:
     _, report = diff_json()
 
     assert report["causes"] == []
+
+
+def test_a_temporary_folder_below_the_working_directory_still_names_the_base_revision(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TMPDIR inside the checkout (or running from /tmp) shows the base tree's paths relative, not absolute.
+    monkeypatch.setattr(tempfile, "tempdir", str(repo / ".tmp"))
+    (repo / ".tmp").mkdir()
+    edit_raw_reward_default(repo)
+
+    _, report = diff_json()
+
+    [cause] = report["causes"]  # type: ignore[misc]
+    assert cause["kind"] == "changed"
+    assert cause["old_source"].startswith("HEAD:gates/base.yaml:")
 
 
 def test_a_steps_change_is_its_own_cause_beside_a_constraint_change(repo: Path) -> None:
