@@ -189,7 +189,7 @@ def text(report: DiffReport) -> str:
         f"{len(diff.added)} gate(s) added, {len(diff.removed)} removed",
     ]
     if not (diff.causes or diff.added or diff.removed or diff.uncompared):
-        return "\n".join([*head, "no gate changes key: every baseline carries on"])
+        return "\n".join([*head, "no gate changes key: every baseline keeps its history"])
     lines = head
     for cause, group in diff.causes:
         lines += ["", *cause.lines(), f"  re-keys {len(group)} gate(s):"]
