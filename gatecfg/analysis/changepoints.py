@@ -9,15 +9,16 @@ in four steps, none with a tuned constant:
    cancels the levels, so a handful of shifts cannot inflate it (a standard deviation over the whole series
    would count every shift as noise), and the MAD ignores the few large differences that shifts and outliers
    leave.
-2. **Outliers.** A night further from its neighbourhood's median than the universal threshold
-   `sigma * sqrt(2 ln n)` is replaced by that median before detection. That threshold is the largest
-   deviation Gaussian noise reaches over `n` nights (Donoho & Johnstone 1994), so noise alone almost never
-   crosses it, while a crashed night or a logging glitch does. The neighbourhood is `2 * MIN_REGIME - 1`
-   nights wide, which a regime of `MIN_REGIME` nights outvotes: a real shift is never smoothed away.
+2. **Outliers.** A night further from the median of its 5-night neighbourhood than the universal threshold
+   `s * sqrt(2 ln n)` is replaced by that median before detection (`s`: the robust scale of a night's
+   distance to its neighbours). The threshold is the largest deviation Gaussian noise reaches over `n`
+   nights (Donoho & Johnstone 1994), so noise alone rarely crosses it (about 0.2 nights per series), while a
+   crashed night, or two in a row, does. The first night of a new level has its level on three of the five
+   nights around it, so a real shift is never smoothed away.
 3. **Penalty.** Each change point costs `3 ln n` in units of `sigma^2`: the Modified BIC of Zhang & Siegmund
    (2007), the default penalty of R's `changepoint` package. Plain BIC (`2 ln n`, two parameters per change)
    prices the location of a change like a regular parameter, which it is not, and overfits: on pure noise
-   it finds a phantom shift in 6% of 350-night series and 16% of 30-night ones, against 0.5% and 6% here.
+   it finds a phantom shift in 4% of 350-night series and 13% of 30-night ones, against 0% and 4% here.
    MBIC's second term, a credit `sum ln(n_i / n)` for balanced regimes, depends on the regime lengths, which
    a constant PELT penalty cannot express; leaving it out errs on the side of fewer, surer shifts. Two long
    regimes whose means differ by `delta` are split when `delta^2 n1 n2 / (n1 + n2) > 3 sigma^2 ln n`.
@@ -73,10 +74,25 @@ def noise_scale(values: Array) -> float:
     return mean_abs * math.sqrt(math.pi / 2) / math.sqrt(2)
 
 
-def _rolling_median(values: Array, half: int) -> Array:
-    """Centred median over `2 * half + 1` nights, shrinking at the ends."""
+def _outliers(values: Array) -> tuple[Array, Array]:
+    """Which nights stand out from their neighbourhood, and the neighbourhood's median to stand in.
+
+    The neighbourhood is the `2 * MIN_REGIME - 1` nights around a night, itself included: its median is a
+    normal night's value even beside two outliers in a row, and on the first night of a new level it is
+    the new level (three nights of it against two), so a shift is never taken for an outlier. A night
+    stands out beyond the universal threshold `s * sqrt(2 ln n)`, with `s` the robust (MAD) scale of every
+    night's distance to the median of its neighbours without it: the distance an outlier has.
+    """
     n = values.size
-    return np.array([np.median(values[max(0, i - half) : min(n, i + half + 1)]) for i in range(n)])
+    half = MIN_REGIME - 1
+    # Windows centred on each night, padded with NaN so that they shrink at the ends.
+    padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    around = np.nanmedian(windows, axis=1)
+    others = np.nanmedian(np.delete(windows, half, axis=1), axis=1)
+    distance = values - others
+    scale = MAD_TO_SIGMA * float(np.median(np.abs(distance - np.median(distance))))
+    return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around
 
 
 def detect(series: Sequence[float]) -> Detection:
@@ -90,15 +106,13 @@ def detect(series: Sequence[float]) -> Detection:
         # Every night-to-night difference is the same up to float rounding: a constant or a noiseless
         # ramp. With no noise to measure a shift against, there is no level shift to report.
         return Detection((0,), 0.0, 0.0, ())
-    threshold = sigma * math.sqrt(2 * math.log(n))
-    local = _rolling_median(values, MIN_REGIME - 1)
-    outlying = np.abs(values - local) > threshold
-    cleaned = np.where(outlying, local, values)
+    outlying, neighbours = _outliers(values)
+    cleaned = np.where(outlying, neighbours, values)
     penalty = MBIC_CHANGE * math.log(n)  # in units of sigma^2, as the series is standardised
     starts = _pelt((cleaned - float(np.median(cleaned))) / sigma, penalty)
-    residual = _residual_scale(cleaned, starts)
-    if residual > sigma:
-        sigma = residual
+    within = _residual_scale(cleaned, starts)
+    if within > sigma:
+        sigma = within
         starts = _pelt((cleaned - float(np.median(cleaned))) / sigma, penalty)
     return Detection(
         starts=starts,

@@ -63,6 +63,12 @@ def _console() -> Console:
     return Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
 
 
+def _text(console: Console) -> str:
+    # rich pads every line to the table's width; trailing blanks only get in the way of grep and diff.
+    written = str(console.file.getvalue())  # type: ignore[attr-defined]
+    return "".join(line.rstrip() + "\n" for line in written.splitlines())
+
+
 def _sha(commit: str | None) -> str:
     return "-" if commit is None else commit[:SHORT_SHA]
 
@@ -79,7 +85,7 @@ def _one_text(test: str, found: Regimes) -> str:
     nights = found.nights
     if not nights:
         console.print("no stored nightly values: nothing to analyse yet")
-        return str(console.file.getvalue())  # type: ignore[attr-defined]
+        return _text(console)
     detection = found.detection
     console.print(
         f"{len(nights)} nightlies, {nights[0].created_at:%Y-%m-%d} to {nights[-1].created_at:%Y-%m-%d}; "
@@ -115,7 +121,7 @@ def _one_text(test: str, found: Regimes) -> str:
     console.print(table)
     if no_code_change:
         console.print("* the night before ran the same commit: the shift came without a code change")
-    return str(console.file.getvalue())  # type: ignore[attr-defined]
+    return _text(console)
 
 
 def _all_text(test: str, found: Sequence[Regimes]) -> str:
@@ -126,14 +132,14 @@ def _all_text(test: str, found: Sequence[Regimes]) -> str:
     console.print(f"regimes of every gate of {test}")
     if not any(r.nights for r in found):
         console.print("no stored nightly values: nothing to analyse yet")
-        return str(console.file.getvalue())  # type: ignore[attr-defined]
+        return _text(console)
     console.print(
         f"{len(found)} coordinate(s), up to {nights} nightlies each; {len(shifted)} shifted; "
         f"{len(together)} commit(s) opened a regime"
     )
     if not together:
         console.print("no shifts: every coordinate holds one level")
-        return str(console.file.getvalue())  # type: ignore[attr-defined]
+        return _text(console)
     table = Table(box=box.SIMPLE_HEAD, title="shifts by the commit that opened them", title_justify="left")
     for column in ("commit", "first run", "date", "metrics", "shifts"):
         table.add_column(column, overflow="fold")
@@ -148,7 +154,7 @@ def _all_text(test: str, found: Sequence[Regimes]) -> str:
     if no_code_change:
         console.print("* the night before ran the same commit: the shift came without a code change")
     console.print("per coordinate: gatecfg regimes --test T --metric M [--step S]")
-    return str(console.file.getvalue())  # type: ignore[attr-defined]
+    return _text(console)
 
 
 def _shifts_text(c: Coincidence) -> str:
