@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -31,7 +33,6 @@ NEWEST_FIRST = (runs.c.created_at.desc(), runs.c.pk.desc())
 FINITE = metric_points.c.value.between(-sys.float_info.max, sys.float_info.max)
 
 Values = dict[int, list[float]]
-ROWS_PER_FETCH = 50_000
 
 
 def baselines(
@@ -121,47 +122,34 @@ def _window_values(
         .group_by(digests.c.coordinate_pk, digests.c.coordinate)
         .cte("summary")
     )
-    # The coordinate's hash and summary ride on its first row only (rn = 1): carried on all 800,000 rows
-    # of 40 gates x 1,000 steps x window 20, the text alone doubled the time of the query.
-    # Outer join: a coordinate whose window holds no finite value still returns its first row.
+    # The runs of each coordinate's window, newest first: a few rows per coordinate. Their points are read
+    # next, per coordinate, without joins or sorting (see _window_points).
     query = (
         sa.select(
-            ranked.c.coordinate_pk,
-            metric_points.c.step,
-            metric_points.c.value,
             summary.c.coordinate,
+            ranked.c.coordinate_pk,
+            ranked.c.run_pk,
+            ranked.c.steps_digest,
             summary.c.n_runs,
             summary.c.newest_new_digest,
         )
-        .select_from(
-            ranked.outerjoin(
-                summary, sa.and_(summary.c.coordinate_pk == ranked.c.coordinate_pk, ranked.c.rn == 1)
-            ).outerjoin(metric_points, _points_of(ranked))
-        )
+        .select_from(ranked.join(summary, summary.c.coordinate_pk == ranked.c.coordinate_pk))
         .where(ranked.c.rn <= window)
-        .order_by(ranked.c.coordinate_pk, ranked.c.rn, metric_points.c.step)
+        .order_by(ranked.c.coordinate_pk, ranked.c.rn)
     )
-    found: dict[str, Values] = {}
+    windows: dict[str, _Window] = {}
     beyond_window: list[str] = []
     irregular: set[str] = set()
-    current_pk = None
-    by_step: Values = {}
-    # The ORDER BY brings each coordinate's rows together, its rn = 1 row first.
-    for partition in conn.execute(query).partitions(ROWS_PER_FETCH):
-        for coordinate_pk, step, value, coordinate, n_runs, newest_new_digest in partition:
-            if coordinate_pk != current_pk:
-                current_pk = coordinate_pk
-                by_step = found[coordinate] = {}
-                if n_runs > window:
-                    beyond_window.append(coordinate)
-                if n_runs > window and newest_new_digest > window:
-                    irregular.add(coordinate)
-            if step is not None:
-                values = by_step.get(step)
-                if values is None:
-                    by_step[step] = [value]
-                else:
-                    values.append(value)
+    for coordinate, coordinate_pk, run_pk, digest, n_runs, newest_new_digest in conn.execute(query):
+        found_window = windows.get(coordinate)
+        if found_window is None:
+            found_window = windows[coordinate] = _Window(coordinate_pk, [])
+            if n_runs > window:
+                beyond_window.append(coordinate)
+            if n_runs > window and newest_new_digest > window:
+                irregular.add(coordinate)
+        found_window.runs.append((run_pk, digest))
+    found = _window_points(conn, windows)
     # Coordinates that need older runs, grouped by the steps to read there (None: every step).
     groups: dict[frozenset[int] | None, list[str]] = {}
     for coordinate in beyond_window:
@@ -178,6 +166,146 @@ def _window_values(
                 kept = have.setdefault(step, [])
                 kept.extend(values[: window - len(kept)])
     return found
+
+
+@dataclass(frozen=True)
+class _Window:
+    coordinate_pk: int
+    runs: list[tuple[int, str]]  # (run_pk, steps_digest) of the window's runs, newest first
+
+
+def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str, Values]:
+    """Per coordinate, the finite values of its window's runs by step, newest first.
+
+    800,000 baseline values (40 gates x 1,000 steps x window 20) made as many SQLAlchemy Row objects, and
+    grouping them by step cost more than the database did. So the values come as one column straight from
+    the DBAPI cursor, in primary-key order (coordinate, run, step), which the join walks without sorting.
+    A first, small query reads the steps of one run per steps digest: runs with one digest hold finite
+    values at the same steps (Store.write_run writes a run's points and its digest together, and nothing
+    changes them after), so the step lists say which value is which. Where every run of a window has one
+    digest, nearly always, the per-step lists are a transposition.
+    """
+    items = sorted(windows.items(), key=lambda item: item[1].coordinate_pk)
+    found: dict[str, Values] = {}
+    limit = _max_pairs(conn)
+    chunk: list[tuple[str, _Window]] = []
+    pairs = 0
+    for coordinate, window_runs in items:
+        if chunk and pairs + len(window_runs.runs) > limit:
+            found.update(_chunk_points(conn, chunk))
+            chunk, pairs = [], 0
+        chunk.append((coordinate, window_runs))
+        pairs += len(window_runs.runs)
+    if chunk:
+        found.update(_chunk_points(conn, chunk))
+    return found
+
+
+def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+    digest_of = {(w.coordinate_pk, run_pk): digest for _, w in chunk for run_pk, digest in w.runs}
+    representative: dict[tuple[int, str], tuple[int, int]] = {}
+    for pair, digest in digest_of.items():
+        representative.setdefault((pair[0], digest), pair)
+    steps_by_run: dict[tuple[int, int], list[int]] = {}
+    for coordinate_pk, run_pk, step in _points_rows(
+        conn,
+        (metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
+        representative.values(),
+    ):
+        steps_by_run.setdefault((coordinate_pk, run_pk), []).append(step)
+    steps_of = {key: steps_by_run.get(pair, []) for key, pair in representative.items()}
+    pairs = sorted(digest_of)
+    values = [row[0] for row in _points_rows(conn, (metric_points.c.value,), pairs)]
+    columns: dict[tuple[int, int], list[float]] = {}
+    start = 0
+    for pair in pairs:
+        end = start + len(steps_of[(pair[0], digest_of[pair])])
+        columns[pair] = values[start:end]
+        start = end
+    if start != len(values):
+        # Points that no digest accounts for (written by something other than gatecfg): read by step.
+        return _chunk_points_by_step(conn, chunk)
+    found: dict[str, Values] = {}
+    for coordinate, w in chunk:
+        newest_first = [columns[(w.coordinate_pk, run_pk)] for run_pk, _ in w.runs]
+        digests = {digest for _, digest in w.runs}
+        if len(digests) == 1:
+            steps = steps_of[(w.coordinate_pk, digests.pop())]
+            found[coordinate] = dict(zip(steps, map(list, zip(*newest_first, strict=True)), strict=True))
+            continue
+        by_step: Values = {}
+        for (_, digest), column in zip(w.runs, newest_first, strict=True):
+            for step, value in zip(steps_of[(w.coordinate_pk, digest)], column, strict=True):
+                have = by_step.get(step)
+                if have is None:
+                    by_step[step] = [value]
+                else:
+                    have.append(value)
+        found[coordinate] = by_step
+    return found
+
+
+def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+    rank = {(w.coordinate_pk, run_pk): rn for _, w in chunk for rn, (run_pk, _) in enumerate(w.runs)}
+    columns = (
+        metric_points.c.coordinate_pk,
+        metric_points.c.run_pk,
+        metric_points.c.step,
+        metric_points.c.value,
+    )
+    rows = sorted(_points_rows(conn, columns, sorted(rank)), key=lambda row: (row[0], rank[(row[0], row[1])]))
+    by_pk: dict[int, Values] = {}
+    for coordinate_pk, _, step, value in rows:
+        by_pk.setdefault(coordinate_pk, {}).setdefault(step, []).append(value)
+    return {coordinate: by_pk.get(w.coordinate_pk, {}) for coordinate, w in chunk}
+
+
+def _points_rows(
+    conn: Connection, columns: Sequence[sa.ColumnElement[Any]], pairs: Iterable[tuple[int, int]]
+) -> Sequence[Any]:
+    """The finite points of these (coordinate_pk, run_pk) pairs in primary-key order, as DBAPI tuples.
+
+    The statement is compiled by SQLAlchemy and run with exec_driver_sql, which keeps the connection's
+    transaction and error handling; only the rows skip the Row objects.
+    """
+    pairs = list(pairs)
+    if not pairs:
+        return []
+    statement = (
+        sa.select(*columns)
+        .select_from(
+            run_coordinates.join(
+                metric_points,
+                sa.and_(
+                    metric_points.c.coordinate_pk == run_coordinates.c.coordinate_pk,
+                    metric_points.c.run_pk == run_coordinates.c.run_pk,
+                ),
+            )
+        )
+        .where(
+            # The coordinate list lets the primary key of run_coordinates seek; the pairs pick the runs.
+            run_coordinates.c.coordinate_pk.in_(sorted({pk for pk, _ in pairs})),
+            sa.tuple_(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk).in_(pairs),
+            FINITE,
+        )
+        .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
+    )
+    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    # A tuple, not a list, for positional parameters: exec_driver_sql reads a list as many parameter sets.
+    args: Any = tuple(params[name] for name in compiled.positiontup or ()) if compiled.positional else params
+    result = conn.exec_driver_sql(str(compiled), args)
+    try:
+        return result.cursor.fetchall() if result.cursor is not None else []
+    finally:
+        result.close()
+
+
+def _max_pairs(conn: Connection) -> int:
+    """Pairs per statement, two parameters each: SQLite before 3.32 allows 999 parameters, later 32,766."""
+    if conn.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 32, 0):
+        return 400
+    return 10_000
 
 
 def _older_values(
