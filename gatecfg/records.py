@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location
+from gatecfg.textio import read_text
 
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
 _NONFINITE = {
@@ -83,34 +83,12 @@ def read_records(paths: Sequence[str | Path]) -> Record:
 
 
 def _read_text(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError.at(
-            Location(path),
-            "record file not found",
-            hint="pass the JSON Lines file the training run wrote its metrics to",
-        ) from None
-    except IsADirectoryError:
-        raise InputError.at(
-            Location(path), "is a directory, not a record file", hint="pass the JSON Lines files inside it"
-        ) from None
-    except OSError as exc:
-        raise InputError.at(Location(path), f"cannot read record file: {exc.strerror}") from None
-    # Editors and Windows tools may prepend a byte order mark, which is not an error.
-    data = data.removeprefix(codecs.BOM_UTF8)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line_start = data.rfind(b"\n", 0, exc.start) + 1
-        line = data.count(b"\n", 0, exc.start) + 1
-        # Bytes before the bad one decode; counting their characters gives the column an editor shows.
-        col = len(data[line_start : exc.start].decode("utf-8")) + 1
-        raise InputError.at(
-            Location(path, line, col),
-            f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
-            hint="write the record as UTF-8 text",
-        ) from None
+    return read_text(
+        Path(path),
+        path,
+        what="record file",
+        hint="pass the JSON Lines files the training run wrote its metrics to",
+    )
 
 
 class _DuplicateKeyError(ValueError):

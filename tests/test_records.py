@@ -437,13 +437,14 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     path = str(tmp_path / "nope.jsonl")
     assert _error([path]) == (
         f"{path}: error: record file not found\n"
-        "  hint: pass the JSON Lines file the training run wrote its metrics to"
+        "  hint: pass the JSON Lines files the training run wrote its metrics to"
     )
 
 
 def test_directory_is_an_input_error(tmp_path: Path) -> None:
     assert _error([str(tmp_path)]) == (
-        f"{tmp_path}: error: is a directory, not a record file\n  hint: pass the JSON Lines files inside it"
+        f"{tmp_path}: error: is a directory, not a record file\n"
+        "  hint: pass the JSON Lines files the training run wrote its metrics to"
     )
 
 
@@ -469,7 +470,7 @@ def test_invalid_utf8_names_line_and_character_column(tmp_path: Path, data: byte
     path = tmp_path / "r.jsonl"
     path.write_bytes(data)
     assert _error([str(path)]) == (
-        f"{path}:{where}: error: not valid UTF-8 (byte 0xff)\n  hint: write the record as UTF-8 text"
+        f"{path}:{where}: error: not valid UTF-8 (byte 0xff)\n  hint: save the record file as UTF-8 text"
     )
 
 

@@ -14,7 +14,6 @@ an error that names the file and line, since a backfill that silently drops cell
 
 from __future__ import annotations
 
-import codecs
 import csv
 import json
 import math
@@ -26,6 +25,7 @@ from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location
 from gatecfg.records import Point, Record, shorten
+from gatecfg.textio import read_text
 
 RESERVED = ("run_id", "date", "commit", "trusted")
 REQUIRED = ("run_id", "date", "commit")
@@ -91,24 +91,7 @@ def _format_hint(kind: str) -> str:
 
 
 def _read_text(path: Path, shown: str) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError.at(
-            Location(shown), "export file not found", hint="pass a .csv or .jsonl file"
-        ) from None
-    except IsADirectoryError:
-        raise InputError.at(Location(shown), "is a directory, not an export file") from None
-    except OSError as exc:
-        raise InputError.at(Location(shown), f"cannot read the export: {exc.strerror}") from None
-    data = data.removeprefix(codecs.BOM_UTF8)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError.at(
-            Location(shown, line), "not valid UTF-8", hint="save the export as UTF-8"
-        ) from None
+    return read_text(path, shown, what="export file", hint="pass a .csv or .jsonl file")
 
 
 def _kind(path: Path, text: str) -> str:
