@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gatecfg.errors import InputError, Location
@@ -75,20 +76,26 @@ def _judge(metric: str, step: int, point: Point, *, gated: bool, last: bool) -> 
     return Selected(step, point.step, None, reason, point.location)
 
 
-def _describe_logged(points: tuple[Point, ...]) -> str:
-    """The logged steps as ranges, e.g. `logged steps 0-999` or `logged steps 0-3, 10, 20-29`."""
-    ordered = [point.step for point in points]
-    if len(ordered) == 1:
-        return f"logged step {ordered[0]}"
+def step_ranges(steps: Iterable[int]) -> str:
+    """Sorted steps as ranges, e.g. `0-999` or `0-3, 10, 20-29`; step -1 reads `last`."""
     ranges: list[tuple[int, int]] = []
-    for step in ordered:
+    for step in sorted(steps):
         if ranges and step == ranges[-1][1] + 1:
             ranges[-1] = (ranges[-1][0], step)
         else:
             ranges.append((step, step))
-    texts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
+    texts = [("last" if lo == LAST_STEP else str(lo)) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
     if len(texts) > 5:
-        # Hundreds of scattered steps help nobody at 2 am: the ends and the count say enough.
+        # Hundreds of scattered steps help nobody at 2 am: the ends say enough.
         texts = [*texts[:3], "...", texts[-1]]
-        return f"logged steps {', '.join(texts)}; {len(ordered)} steps in all"
-    return f"logged steps {', '.join(texts)}"
+    return ", ".join(texts)
+
+
+def _describe_logged(points: tuple[Point, ...]) -> str:
+    ordered = [point.step for point in points]
+    if len(ordered) == 1:
+        return f"logged step {ordered[0]}"
+    texts = step_ranges(ordered)
+    if "..." in texts:
+        return f"logged steps {texts}; {len(ordered)} steps in all"
+    return f"logged steps {texts}"

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from gatecfg.errors import InputError, Location
 from gatecfg.resolve import ResolvedGate, ResolvedTest
+from gatecfg.select import step_ranges
 from gatecfg.store import HistoryRow, Status, Store
 
 LAST_STEP = -1
@@ -87,17 +88,7 @@ def analysable(nights: Sequence[Night]) -> list[Night]:
 
 def describe_steps(steps: Mapping[int, object]) -> str:
     """The stored steps as a short range list, e.g. `0-199` or `0-3, 10`."""
-    ordered = sorted(steps)
-    ranges: list[tuple[int, int]] = []
-    for step in ordered:
-        if ranges and step == ranges[-1][1] + 1:
-            ranges[-1] = (ranges[-1][0], step)
-        else:
-            ranges.append((step, step))
-    texts = [step_name(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
-    if len(texts) > 5:
-        texts = [*texts[:3], "...", texts[-1]]
-    return ", ".join(texts)
+    return step_ranges(steps)
 
 
 def gate_of(test: ResolvedTest, metric: str) -> ResolvedGate:
