@@ -144,8 +144,9 @@ def build_parser() -> _Parser:
             f"Mark stored runs as {'trusted' if trusted else 'untrusted'} "
             f"({'they form baselines again' if trusted else 'kept out of baselines'}); deletes nothing.",
             f"gatecfg {verb} --commit 3f2a9c1 --reason 'flaky runner'",
-            _trust if trusted else _untrust,
+            _trust,
         )
+        p.set_defaults(trusted=trusted)
         chosen = p.add_mutually_exclusive_group(required=True)
         chosen.add_argument("--run-id", help="one run")
         chosen.add_argument("--commit", help="every run of a commit")
@@ -213,20 +214,7 @@ def _trust(args: argparse.Namespace) -> int:
 
     return set_trust(
         db=db_url(args.db),
-        trusted=True,
-        run_id=args.run_id,
-        commit=args.commit,
-        ci_run_id=args.ci_run_id,
-        reason=args.reason,
-    )
-
-
-def _untrust(args: argparse.Namespace) -> int:
-    from gatecfg.commands.trust import set_trust
-
-    return set_trust(
-        db=db_url(args.db),
-        trusted=False,
+        trusted=args.trusted,
         run_id=args.run_id,
         commit=args.commit,
         ci_run_id=args.ci_run_id,
