@@ -73,12 +73,14 @@ def _width(
 ) -> float | None:
     if rel is None and floor is None and sigma is None:
         return None
-    terms = [
-        rel * abs(ref) if rel is not None else 0.0,
-        floor if floor is not None else 0.0,
-        sigma * sd if sigma is not None and sd is not None else 0.0,
-    ]
-    return max(terms)
+    # max(rel*|ref|, floor, sigma*sd), an absent term 0; written out, since a backtest and a 40,000-step
+    # evaluation call this for every step.
+    width = rel * abs(ref) if rel is not None else 0.0
+    if floor is not None and floor > width:
+        width = floor
+    if sigma is not None and sd is not None and sigma * sd > width:
+        width = sigma * sd
+    return width
 
 
 def min_values(constraint: Constraint | None) -> int:

@@ -61,46 +61,44 @@ def judge(
 ) -> Verdict:
     """One coordinate's verdict. `history` is the baseline window, newest first."""
     current = band(gate.constraint, history, policy.reference)
-    enforced = enforce and gate.enforce and gate.gated
+    status, reason = _status(gate, selected, current, policy)
+    return Verdict(
+        gate=gate,
+        coordinate=coordinate,
+        step=selected.step,
+        logged_step=selected.logged_step,
+        status=status,
+        enforced=enforce and gate.enforce and gate.gated,
+        value=selected.value,
+        band=current,
+        reason=reason,
+    )
 
-    def verdict(status: Status, reason: str) -> Verdict:
-        return Verdict(
-            gate=gate,
-            coordinate=coordinate,
-            step=selected.step,
-            logged_step=selected.logged_step,
-            status=status,
-            enforced=enforced,
-            value=selected.value,
-            band=current,
-            reason=reason,
-        )
 
+def _status(gate: ResolvedGate, selected: Selected, current: Band, policy: Policy) -> tuple[Status, str]:
     if selected.error is not None or selected.value is None:
-        return verdict("error", selected.error or "no value")
+        return "error", selected.error or "no value"
     value = selected.value
     versus = f"cur={fmt(value)} vs mean={fmt(current.ref)} (n={current.n})"
     if not gate.gated:
-        return verdict(
-            "tracked", f"tracked: {versus}" if current.n else f"tracked: cur={fmt(value)}, no history yet"
-        )
+        return "tracked", f"tracked: {versus}" if current.n else f"tracked: cur={fmt(value)}, no history yet"
     breach = limits_breach(value, gate.limits)
     if breach is not None:
-        return verdict("fail", breach)
+        return "fail", breach
     if gate.constraint is None:
-        return verdict("pass", f"cur={fmt(value)} within limits")
+        return "pass", f"cur={fmt(value)} within limits"
     needed = needed_history(gate, policy)
     if current.n < needed:
         missing = needed - current.n
         why = f"min_history={needed}" if needed == max(policy.min_history, 1) else f"{needed} (sigma)"
-        return verdict(
+        return (
             "cold",
             f"cold: {current.n} of {why} {policy.baseline} values; gates after {missing} more nightl"
             f"{'ies' if missing != 1 else 'y'}",
         )
     if current.contains(value):
-        return verdict("pass", f"{versus} within {current.interval()}")
-    return verdict("fail", f"{versus} outside {current.interval()}")
+        return "pass", f"{versus} within {current.interval()}"
+    return "fail", f"{versus} outside {current.interval()}"
 
 
 def needed_history(gate: ResolvedGate, policy: Policy) -> int:

@@ -125,18 +125,23 @@ def _rekeys(store: Store, test: ResolvedTest, series: str, verdicts: Sequence[Ve
 def _points(verdicts: Sequence[Verdict], series: str, test: str) -> dict[CoordinateSpec, list[StoredPoint]]:
     """Every selected value, tracked ones included, with its verdict; a missing value stores nothing."""
     points: dict[CoordinateSpec, list[StoredPoint]] = {}
+    # One spec and list per coordinate, looked up by its hash: a gate's 1,000 steps share them.
+    by_coordinate: dict[str, list[StoredPoint]] = {}
     for v in verdicts:
         if v.value is None:
             continue
-        spec = CoordinateSpec(
-            coordinate=v.coordinate,
-            series_key=series,
-            test=test,
-            metric=v.gate.metric,
-            steps_key=v.gate.steps_key,
-            constraint_key=v.gate.constraint_key,
-        )
-        points.setdefault(spec, []).append(
+        stored = by_coordinate.get(v.coordinate)
+        if stored is None:
+            spec = CoordinateSpec(
+                coordinate=v.coordinate,
+                series_key=series,
+                test=test,
+                metric=v.gate.metric,
+                steps_key=v.gate.steps_key,
+                constraint_key=v.gate.constraint_key,
+            )
+            stored = by_coordinate[v.coordinate] = points.setdefault(spec, [])
+        stored.append(
             StoredPoint(
                 step=v.step, value=v.value, status=v.status, ref=v.band.ref, lo=v.band.lo, hi=v.band.hi
             )

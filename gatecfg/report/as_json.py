@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from gatecfg.band import tidy
@@ -76,4 +78,52 @@ def render_json(report: RunReport) -> str:
         "warnings": [w.as_json() for w in report.warnings],
         "exit_code": report.exit_code,
     }
-    return json.dumps(document, indent=2, allow_nan=False)
+    return dumps_indented(document)
+
+
+def dumps_indented(value: Any) -> str:
+    """Exactly `json.dumps(value, indent=2, allow_nan=False)`, at C speed for the scalars.
+
+    With `indent` set, json encodes in pure Python: 40,000 verdicts took 1.5 s. This walks the plain
+    dicts, lists and scalars of a report and lets the C string encoder do the strings.
+    """
+    parts: list[str] = []
+    try:
+        _emit(value, "\n", parts)
+    except TypeError:  # a key that is not a string: json's own rules for it
+        return json.dumps(value, indent=2, allow_nan=False)
+    return "".join(parts)
+
+
+def _emit(value: Any, newline: str, parts: list[str]) -> None:
+    # Checked in order of frequency in a report; bool before int, since a bool is an int.
+    kind = type(value)
+    if kind is str:
+        parts.append(encode_basestring_ascii(value))
+    elif value is None:
+        parts.append("null")
+    elif kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+        parts.append(repr(value))
+    elif kind is bool:
+        parts.append("true" if value else "false")
+    elif kind is int:
+        parts.append(repr(value))
+    elif kind is dict or kind is list or kind is tuple:
+        if not value:
+            parts.append("{}" if kind is dict else "[]")
+            return
+        inner = newline + "  "
+        opening, closing = ("{", "}") if kind is dict else ("[", "]")
+        separator = opening + inner
+        for key, item in value.items() if kind is dict else ((None, item) for item in value):
+            parts.append(separator)
+            if key is not None:
+                parts.append(encode_basestring_ascii(key) + ": ")
+            _emit(item, inner, parts)
+            separator = "," + inner
+        parts.append(newline + closing)
+    else:
+        # Anything else (a subclass of int or dict, say) goes the way json itself encodes it.
+        parts.append(json.dumps(value, indent=2, allow_nan=False).replace("\n", newline))
