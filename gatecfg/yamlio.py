@@ -15,6 +15,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from gatecfg.errors import InputError, Location, Problem
@@ -27,6 +28,14 @@ _MERGE_TAG = f"{_TAG}merge"
 # A gate file has a few hundred nodes; a document that expands past this through aliases is an
 # alias bomb ("billion laughs"), not configuration.
 MAX_NODES = 100_000
+# A gate file nests five levels deep. Composing recurses once per level, in C for libyaml, which overflows
+# the stack (a segfault, not an exception) somewhere past 10,000 levels; the pure parser hits Python's
+# recursion limit near 300.
+MAX_DEPTH = 64
+# Only a document that could nest deeper than this is scanned for its depth before it is composed; libyaml
+# composes 1,000 levels safely.
+SCAN_ABOVE = 1_000
+_OPENERS = ("[", "{", "-", "?", "\n")
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,8 @@ def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
 
 def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     text = _decode(raw, path) if isinstance(raw, bytes) else raw
+    if sum(text.count(opener) for opener in _OPENERS) > SCAN_ABOVE:
+        _check_depth(text, path)
     yaml = _yaml(pure=False)
     try:
         root = yaml.compose(text)
@@ -103,6 +114,35 @@ def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
     except MarkedYAMLError as exc:
         raise InputError([_syntax_problem(exc, path)]) from None
     except YAMLError as exc:  # unmarked errors are rare (e.g. an undecodable stream)
+        raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
+    except RecursionError:
+        # Only a document that libyaml rejected lands here, nested too deep for the pure composer.
+        _check_depth(text, path)
+        raise InputError.at(
+            Location(path, 1, 1), f"invalid YAML: nested more than {MAX_DEPTH} levels deep"
+        ) from None
+
+
+def _check_depth(text: str, path: str) -> None:
+    """Reject a document nested deeper than MAX_DEPTH at the first node too deep, before anything recurses
+    into it. The parser's event stream is flat: reading it never recurses, whatever the nesting."""
+    depth = 0
+    try:
+        for event in _yaml(pure=True).parse(text):
+            if isinstance(event, MappingStartEvent | SequenceStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise InputError.at(
+                        Location(path, mark.line + 1, mark.column + 1),
+                        f"nested more than {MAX_DEPTH} levels deep",
+                        hint="a gate file nests a few levels; write the value out flat",
+                    )
+            elif isinstance(event, MappingEndEvent | SequenceEndEvent):
+                depth -= 1
+    except MarkedYAMLError as exc:
+        raise InputError([_syntax_problem(exc, path)]) from None
+    except YAMLError as exc:
         raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
 
 
@@ -179,6 +219,14 @@ class _Converter:
                 ]
             )
         self.doc.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if len(path) > MAX_DEPTH:
+            # Aliases of aliases nest without the text nesting: each level is one more recursion here.
+            raise self.fail(
+                node,
+                f"nested more than {MAX_DEPTH} levels deep",
+                _outer_keys(path),
+                hint="a gate file nests a few levels; write the value out flat",
+            )
         if id(node) in self.stack:
             raise self.fail(
                 node,
@@ -264,6 +312,12 @@ class _Converter:
                     )
                 out.update(self.mapping(source, path, skip | frozenset(out)))
         return out
+
+
+def _outer_keys(path: KeyPath, keep: int = 3) -> KeyPath:
+    """The first few keys of a very deep path: enough for the reader to find the value."""
+    keys = [part for part in path if isinstance(part, str)]
+    return tuple(keys[:keep])
 
 
 def _is_empty(node: Node) -> bool:
