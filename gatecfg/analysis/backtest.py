@@ -32,6 +32,7 @@ from gatecfg.evaluate import STATUS_ORDER, GateOutcome, Status, Verdict, evaluat
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected
+from gatecfg.store import Store
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 Against = ResolvedTest | Literal["recorded"] | None
@@ -441,3 +442,27 @@ def _gate_reports(
             )
         )
     return reports
+
+
+def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:
+    """Every stored run of `test`, oldest first, with its values of `metrics` (one query per metric)."""
+    runs = list(reversed(store.runs(test=test)))
+    values: dict[str, dict[tuple[str, str], dict[int, StoredValue]]] = {r.run.run_id: {} for r in runs}
+    for metric in metrics:
+        for row in store.history(test=test, metric=metric):
+            key = (row.coordinate.metric, row.coordinate.steps_key)
+            by_step = values.setdefault(row.run_id, {}).setdefault(key, {})
+            # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
+            by_step.setdefault(row.point.step, StoredValue(row.point.value, row.point.status))
+    return [
+        StoredRun(
+            run_id=r.run.run_id,
+            commit=r.run.commit,
+            series_key=r.run.series_key,
+            labels=r.run.labels,
+            trust_override=r.trust_override,
+            gate_trusted=r.run.gate_trusted,
+            values=values[r.run.run_id],
+        )
+        for r in runs
+    ]

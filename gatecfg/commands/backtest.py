@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gatecfg.analysis.backtest import Against, GateReport, StoredRun, StoredValue, Tally, backtest
+from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
@@ -20,30 +20,6 @@ from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
 
 FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
-
-
-def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:
-    """Every stored run of `test`, oldest first, with its values of `metrics` (one query per metric)."""
-    runs = list(reversed(store.runs(test=test)))
-    values: dict[str, dict[tuple[str, str], dict[int, StoredValue]]] = {r.run.run_id: {} for r in runs}
-    for metric in metrics:
-        for row in store.history(test=test, metric=metric):
-            key = (row.coordinate.metric, row.coordinate.steps_key)
-            by_step = values.setdefault(row.run_id, {}).setdefault(key, {})
-            # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
-            by_step.setdefault(row.point.step, StoredValue(row.point.value, row.point.status))
-    return [
-        StoredRun(
-            run_id=r.run.run_id,
-            commit=r.run.commit,
-            series_key=r.run.series_key,
-            labels=r.run.labels,
-            trust_override=r.trust_override,
-            gate_trusted=r.run.gate_trusted,
-            values=values[r.run.run_id],
-        )
-        for r in runs
-    ]
 
 
 def _checked(tree: GateTree) -> GateTree:

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gatecfg.analysis.backfill import backfill, stored_timeline
+from gatecfg.analysis.backtest import stored_runs
 from gatecfg.analysis.importer import read_export
-from gatecfg.commands.backtest import stored_runs
 from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree
