@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,3 +27,12 @@ def run_cli(*args: str | Path) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in args])
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for a `python -m gatecfg` child: this checkout first on the path (not whatever
+    gatecfg is installed), and no CI or GATECFG_ variable that would change what a run stores."""
+    ignored = ("GITHUB_", "CI_", "BUILDKITE", "GATECFG_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(ignored)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return env

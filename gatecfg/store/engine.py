@@ -17,14 +17,20 @@ from gatecfg.errors import InputError, StoreError
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
 CONNECT_HINT = "is the database server up and the URL right? check --db / GATECFG_DB_URL"
+SQLITE_CONNECT_HINT = (
+    "check that the file and its folder exist and that this user may write both "
+    "(SQLite keeps -wal and -shm files beside it); check --db / GATECFG_DB_URL"
+)
 
 # Marks connections that will write, so that SQLite takes its write lock at BEGIN rather than at the
 # first INSERT: a deferred transaction that upgrades to a writer fails at once under contention instead
 # of waiting out busy_timeout.
 WRITE = "gatecfg_write"
 
+# How long a connection waits for another writer's lock before the command fails (exit 3). A SQLite URL's
+# own `?timeout=SECONDS`, which the driver applies, wins: a CI job may rather fail fast than queue.
+SQLITE_BUSY_TIMEOUT = "PRAGMA busy_timeout = 30000"
 SQLITE_PRAGMAS = (
-    "PRAGMA busy_timeout = 30000",  # first, so the pragmas below wait for a concurrent writer too
     "PRAGMA journal_mode = WAL",
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = NORMAL",
@@ -73,17 +79,23 @@ def _sqlite_engine(url: URL) -> Engine:
         with store_errors(redact(url), "create the history store's folder", hint=hint):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url)
-    sa.event.listen(engine, "connect", _sqlite_connect)
+    # First, so that the pragmas after it wait for a concurrent writer too.
+    pragmas = SQLITE_PRAGMAS if "timeout" in url.query else (SQLITE_BUSY_TIMEOUT, *SQLITE_PRAGMAS)
+
+    def connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        _sqlite_connect(dbapi_connection, pragmas)
+
+    sa.event.listen(engine, "connect", connect)
     sa.event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+def _sqlite_connect(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str]) -> None:
     # The sqlite3 module's own transaction handling skips BEGIN before DDL and SELECT; SQLAlchemy's
     # documented recipe turns it off and emits BEGIN itself (see _sqlite_begin).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    for pragma in SQLITE_PRAGMAS:
+    for pragma in pragmas:
         cursor.execute(pragma)
     cursor.close()
 

@@ -18,7 +18,15 @@ from sqlalchemy.engine import Engine
 
 from gatecfg.errors import StoreError
 from gatecfg.store import inventory, links, reads, writes
-from gatecfg.store.engine import CONNECT_HINT, WRITE, create_engine, parse_url, redact, store_errors
+from gatecfg.store.engine import (
+    CONNECT_HINT,
+    SQLITE_CONNECT_HINT,
+    WRITE,
+    create_engine,
+    parse_url,
+    redact,
+    store_errors,
+)
 from gatecfg.store.links import Carry
 from gatecfg.store.rows import (
     Baseline,
@@ -220,7 +228,8 @@ class Store:
         return store_errors(self.url, action, hint=hint)
 
     def _current_revision(self) -> str | None:
-        with self._errors("connect to the history store", hint=CONNECT_HINT), self._engine.connect() as conn:
+        hint = SQLITE_CONNECT_HINT if self._engine.dialect.name == "sqlite" else CONNECT_HINT
+        with self._errors("connect to the history store", hint=hint), self._engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
 
     def _reach_head(self, current: str | None) -> None:
