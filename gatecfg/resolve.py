@@ -223,11 +223,30 @@ class _Loader:
         self.chains: dict[Path, tuple[Base, ...] | None] = {}
         self.docs: dict[str, LoadedDoc] = {}  # gate files by shown path, to locate tree-wide problems
 
+    def inside(self, path: Path, shown: str) -> bool:
+        """Whether the file really lives under the gates root. A symlink out of it is refused, as `extends`
+        out of it is: a change to the gates folder must not read (and quote in errors) files elsewhere."""
+        real = path.resolve()
+        if real.is_relative_to(self.root):
+            return True
+        self.problems.append(
+            Problem(
+                Location(shown, 1, 1),
+                f"is a link to {display_path(real)}, outside the gates root {display_path(self.root)}",
+                hint="gate and base files live inside the gates folder: copy the file in, do not link it",
+            )
+        )
+        return False
+
     def base(self, path: Path, shown: str | None = None) -> Base | None:
+        shown = shown or display_path(path)
+        path = path.resolve()  # one entry per real file, however it is reached
         if path not in self.bases:
             self.bases[path] = None
+            if not self.inside(path, shown):
+                return None
             try:
-                doc = read_yaml(path, shown or display_path(path))
+                doc = read_yaml(path, shown)
                 self.bases[path] = Base(path, doc, parse_doc(doc, BaseFile))
             except InputError as exc:
                 self.problems.extend(exc.problems)
@@ -296,6 +315,8 @@ class _Loader:
 
     def test(self, path: Path) -> ResolvedTest | None:
         shown = display_path(path)
+        if not self.inside(path, shown):
+            return None
         try:
             doc = read_yaml(path, shown)
             self.docs[shown] = doc
