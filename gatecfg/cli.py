@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gatecfg import __version__
-from gatecfg.errors import EXIT_INPUT, GatecfgError, InputError, format_problems
+from gatecfg.errors import GatecfgError, InputError, format_problems
 from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
@@ -627,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             build_parser().print_help(sys.stderr)
-            return EXIT_INPUT
+            raise InputError.at("gatecfg", "choose a command", hint="`gatecfg COMMAND --help` explains one")
         return handler(args)
     except GatecfgError as exc:
         if fmt == "github":

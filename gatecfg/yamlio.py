@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
 from gatecfg.errors import InputError, Location, Problem
 
@@ -113,6 +114,8 @@ def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
         return yaml.compose(text)  # type: ignore[no-any-return]
     except MarkedYAMLError as exc:
         raise InputError([_syntax_problem(exc, path)]) from None
+    except ReaderError as exc:
+        raise InputError([_character_problem(exc, text, path)]) from None
     except YAMLError as exc:  # unmarked errors are rare (e.g. an undecodable stream)
         raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
     except RecursionError:
@@ -142,6 +145,8 @@ def _check_depth(text: str, path: str) -> None:
                 depth -= 1
     except MarkedYAMLError as exc:
         raise InputError([_syntax_problem(exc, path)]) from None
+    except ReaderError as exc:
+        raise InputError([_character_problem(exc, text, path)]) from None
     except YAMLError as exc:
         raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
 
@@ -157,6 +162,19 @@ def _decode(raw: bytes, path: str) -> str:
             f"the file is not UTF-8 (byte 0x{raw[exc.start]:02x})",
             hint="save the file as UTF-8",
         ) from None
+
+
+def _character_problem(exc: ReaderError, text: str, path: str) -> Problem:
+    """A character YAML does not allow (NUL, a control character): where it is, not the stream offset."""
+    position = exc.position if isinstance(exc.position, int) else 0
+    line = text.count("\n", 0, position) + 1
+    col = position - (text.rfind("\n", 0, position) + 1) + 1
+    character = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    return Problem(
+        Location(path, line, col),
+        f"invalid YAML: the character U+{character:04X} is not allowed in a YAML file",
+        hint="remove it (a control character, often pasted from a terminal or another tool)",
+    )
 
 
 def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
