@@ -9,12 +9,13 @@ still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
@@ -111,7 +112,11 @@ def _yaml(*, pure: bool) -> YAML:
 
 def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
     try:
-        return yaml.compose(text)  # type: ignore[no-any-return]
+        with warnings.catch_warnings():
+            # libyaml refuses a reused anchor name; the pure parser only warns, on stderr. The converter
+            # refuses it at the second anchor, for both.
+            warnings.simplefilter("ignore", ReusedAnchorWarning)
+            return yaml.compose(text)  # type: ignore[no-any-return]
     except MarkedYAMLError as exc:
         raise InputError([_syntax_problem(exc, path)]) from None
     except ReaderError as exc:
@@ -212,6 +217,7 @@ class _Converter:
         self.constructor = yaml.constructor
         self.budget = MAX_NODES
         self.stack: set[int] = set()
+        self.anchors: dict[str, tuple[int, int]] = {}  # name -> (id of its node, line)
 
     def fail(self, node: Node, message: str, path: KeyPath, hint: str | None = None) -> InputError:
         loc = Location(self.doc.path, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -245,6 +251,16 @@ class _Converter:
                 _outer_keys(path),
                 hint="a gate file nests a few levels; write the value out flat",
             )
+        anchor = getattr(node, "anchor", None)
+        if anchor:
+            first = self.anchors.setdefault(str(anchor), (id(node), node.start_mark.line + 1))
+            if first[0] != id(node):
+                raise self.fail(
+                    node,
+                    f"anchor `&{anchor}` is defined twice (first on line {first[1]})",
+                    path,
+                    hint="give each anchor its own name: an alias would quietly mean the last one",
+                )
         if id(node) in self.stack:
             raise self.fail(
                 node,
