@@ -368,6 +368,29 @@ def test_a_step_short_in_the_window_is_filled_from_older_runs_exactly(store: Sto
     assert len(queries) == 3  # the window's steps and values, then the older runs for the short step
 
 
+def test_a_baseline_read_in_many_small_statements_equals_the_read_in_one(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_nightlies(
+        store,
+        {
+            0: {0: 0.0, 1: 0.1, 2: 0.2},
+            1: {0: 1.0, 2: 1.2},
+            2: {0: 2.0, 1: math.nan, 2: 2.2},
+            3: {0: 3.0, 1: 3.1, 2: 3.2},
+            4: {1: 4.1},
+        },
+    )
+    whole = store.baselines([REWARD.coordinate], window=3)
+    with point_reads() as queries:
+        monkeypatch.setattr(gatecfg.store.reads, "ROWS_PER_STATEMENT", 2)
+        split = store.baselines([REWARD.coordinate], window=3)
+
+    assert split == whole
+    assert whole[(REWARD.coordinate, 1)] == [4.1, 3.1, 0.1]
+    assert len(queries) > 3
+
+
 def test_a_step_absent_from_the_whole_window_is_read_from_older_runs(store: Store) -> None:
     write_nightlies(
         store,
