@@ -191,10 +191,10 @@ def baselines(
     baseline: Baseline,
     exclude_run_id: str | None,
 ) -> dict[tuple[str, int], list[float]]:
-    """`reads.baselines` for coordinates that continue others: per (coordinate, step), the newest `window`
+    """`baselines.baselines` for coordinates that continue others: per (coordinate, step), the newest `window`
     finite values of qualifying runs stored under the coordinate or any it continues, newest first.
 
-    Read the way `reads.baselines` reads one coordinate, with the runs of a whole chain ranked together:
+    Read the way `baselines.baselines` reads one coordinate, with the runs of a whole chain ranked together:
     the points of the newest `window` runs first, then older runs only for the steps that came up short
     (or every step, where older runs stored steps the window lacks). A run writes one key per series and
     metric, so a run never appears twice in one chain.

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import inventory, links, reads, writes
+from gatecfg.store import baselines, inventory, links, reads, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -125,7 +125,7 @@ class Store:
         with self._errors("read baselines from the history store"), self._engine.connect() as conn:
             # A coordinate that continues others (`gatecfg carry`) reads their values too.
             carried = links.sources(conn, coordinates)
-            found = reads.baselines(
+            found = baselines.baselines(
                 conn,
                 [c for c in coordinates if c not in carried],
                 window=window,

@@ -1,0 +1,346 @@
+"""Baselines for an evaluation: per (coordinate, step), the finite values of the newest `window` qualifying
+runs, read in a few statements however many coordinates a run has."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from gatecfg.store.engine import chunks
+from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
+from gatecfg.store.rows import Baseline
+from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+
+Values = dict[int, list[float]]
+# Points one statement reads at most: PostgreSQL sorts them in its default work_mem (4 MB) rather than on
+# disk (800,000 in one statement spilled 23 MB and took 1.1 s), and this process holds few rows at a time.
+ROWS_PER_STATEMENT = 50_000
+
+
+def baselines(
+    conn: Connection,
+    hashes: Sequence[str],
+    *,
+    window: int,
+    baseline: Baseline,
+    exclude_run_id: str | None,
+) -> dict[tuple[str, int], list[float]]:
+    """Per (coordinate, step), the finite values of the newest `window` qualifying runs, newest first.
+
+    One query ranks the qualifying runs of each coordinate on the small run_coordinates table and reads
+    the points of the newest `window`. Only where a coordinate has more qualifying runs than that and
+    a step came up short (or older runs hold steps the window lacks) do further queries read on into
+    the older runs, for just those steps.
+    """
+    if window < 1:
+        raise ValueError(f"a baseline window must be at least 1, got {window}")
+    found: dict[str, Values] = {}
+    for chunk in chunks(sorted(set(hashes))):
+        found.update(_window_values(conn, chunk, window, baseline, exclude_run_id))
+    return {
+        (coordinate, step): values
+        for coordinate, by_step in found.items()
+        for step, values in by_step.items()
+    }
+
+
+def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
+    query = (
+        sa.select(
+            run_coordinates.c.coordinate_pk,
+            run_coordinates.c.run_pk,
+            run_coordinates.c.steps_digest,
+            coordinates.c.coordinate,
+            sa.func.row_number()
+            .over(partition_by=run_coordinates.c.coordinate_pk, order_by=NEWEST_FIRST)
+            .label("rn"),
+        )
+        .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
+        .join(runs, runs.c.pk == run_coordinates.c.run_pk)
+        .where(coordinates.c.coordinate.in_(hashes), qualifies(baseline))
+    )
+    if exclude_run_id is not None:
+        query = query.where(runs.c.run_id != exclude_run_id)
+    return query.cte("ranked")
+
+
+def _points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        metric_points.c.coordinate_pk == ranked.c.coordinate_pk,
+        metric_points.c.run_pk == ranked.c.run_pk,
+        FINITE,
+    )
+
+
+def _window_values(
+    conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
+) -> dict[str, Values]:
+    ranked = _ranked_runs(hashes, baseline, exclude_run_id)
+    digests = (
+        sa.select(
+            ranked.c.coordinate_pk,
+            ranked.c.coordinate,
+            sa.func.count().label("n_runs"),
+            sa.func.min(ranked.c.rn).label("first_rn"),
+        )
+        .group_by(ranked.c.coordinate_pk, ranked.c.coordinate, ranked.c.steps_digest)
+        .subquery("digests")
+    )
+    # newest_new_digest > window: some run beyond the window stored a set of steps that no run inside it
+    # did, so a step may be missing from the window entirely.
+    summary = (
+        sa.select(
+            digests.c.coordinate_pk,
+            digests.c.coordinate,
+            sa.func.sum(digests.c.n_runs).label("n_runs"),
+            sa.func.max(digests.c.first_rn).label("newest_new_digest"),
+        )
+        .group_by(digests.c.coordinate_pk, digests.c.coordinate)
+        .cte("summary")
+    )
+    # The runs of each coordinate's window, newest first: a few rows per coordinate. Their points are read
+    # next, per coordinate, without joins or sorting (see _window_points).
+    query = (
+        sa.select(
+            summary.c.coordinate,
+            ranked.c.coordinate_pk,
+            ranked.c.run_pk,
+            ranked.c.steps_digest,
+            summary.c.n_runs,
+            summary.c.newest_new_digest,
+        )
+        .select_from(ranked.join(summary, summary.c.coordinate_pk == ranked.c.coordinate_pk))
+        .where(ranked.c.rn <= window)
+        .order_by(ranked.c.coordinate_pk, ranked.c.rn)
+    )
+    windows: dict[str, _Window] = {}
+    beyond_window: list[str] = []
+    irregular: set[str] = set()
+    for coordinate, coordinate_pk, run_pk, digest, n_runs, newest_new_digest in conn.execute(query):
+        found_window = windows.get(coordinate)
+        if found_window is None:
+            found_window = windows[coordinate] = _Window(coordinate_pk, [])
+            if n_runs > window:
+                beyond_window.append(coordinate)
+            if n_runs > window and newest_new_digest > window:
+                irregular.add(coordinate)
+        found_window.runs.append((run_pk, digest))
+    found = _window_points(conn, windows)
+    # Coordinates that need older runs, grouped by the steps to read there (None: every step).
+    groups: dict[frozenset[int] | None, list[str]] = {}
+    for coordinate in beyond_window:
+        short = frozenset(step for step, values in found[coordinate].items() if len(values) < window)
+        if coordinate in irregular or short:
+            groups.setdefault(None if coordinate in irregular else short, []).append(coordinate)
+    for steps, group in groups.items():
+        older = _older_values(
+            conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+        )
+        for coordinate, older_by_step in older.items():
+            have = found[coordinate]
+            for step, values in older_by_step.items():
+                kept = have.setdefault(step, [])
+                kept.extend(values[: window - len(kept)])
+    return found
+
+
+@dataclass(frozen=True)
+class _Window:
+    coordinate_pk: int
+    runs: list[tuple[int, str]]  # (run_pk, steps_digest) of the window's runs, newest first
+
+
+def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str, Values]:
+    """Per coordinate, the finite values of its window's runs by step, newest first.
+
+    800,000 baseline values (40 gates x 1,000 steps x window 20) made as many SQLAlchemy Row objects, and
+    grouping them by step cost more than the database did. So the values come as one column straight from
+    the DBAPI cursor, in primary-key order (coordinate, run, step), which the join walks without sorting.
+    A first, small query reads the steps of one run per steps digest: runs with one digest hold finite
+    values at the same steps (Store.write_run writes a run's points and its digest together, and nothing
+    changes them after), so the step lists say which value is which. Where every run of a window has one
+    digest, nearly always, the per-step lists are a transposition.
+    """
+    items = sorted(windows.items(), key=lambda item: item[1].coordinate_pk)
+    found: dict[str, Values] = {}
+    limit = _max_pairs(conn)
+    chunk: list[tuple[str, _Window]] = []
+    pairs = 0
+    for coordinate, window_runs in items:
+        if chunk and pairs + len(window_runs.runs) > limit:
+            found.update(_chunk_points(conn, chunk))
+            chunk, pairs = [], 0
+        chunk.append((coordinate, window_runs))
+        pairs += len(window_runs.runs)
+    if chunk:
+        found.update(_chunk_points(conn, chunk))
+    return found
+
+
+def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+    digest_of = {(w.coordinate_pk, run_pk): digest for _, w in chunk for run_pk, digest in w.runs}
+    representative: dict[tuple[int, str], tuple[int, int]] = {}
+    for pair, digest in digest_of.items():
+        representative.setdefault((pair[0], digest), pair)
+    steps_by_run: dict[tuple[int, int], list[int]] = {}
+    for coordinate_pk, run_pk, step in _points_rows(
+        conn,
+        (metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
+        representative.values(),
+    ):
+        steps_by_run.setdefault((coordinate_pk, run_pk), []).append(step)
+    steps_of = {key: steps_by_run.get(pair, []) for key, pair in representative.items()}
+    pairs = sorted(digest_of)
+    values: list[float] = []
+    for part in _by_rows(pairs, [len(steps_of[(pair[0], digest_of[pair])]) for pair in pairs]):
+        values += [row[0] for row in _points_rows(conn, (metric_points.c.value,), part)]
+    columns: dict[tuple[int, int], list[float]] = {}
+    start = 0
+    for pair in pairs:
+        end = start + len(steps_of[(pair[0], digest_of[pair])])
+        columns[pair] = values[start:end]
+        start = end
+    if start != len(values):
+        # Points that no digest accounts for (written by something other than gatecfg): read by step.
+        return _chunk_points_by_step(conn, chunk)
+    found: dict[str, Values] = {}
+    for coordinate, w in chunk:
+        newest_first = [columns[(w.coordinate_pk, run_pk)] for run_pk, _ in w.runs]
+        digests = {digest for _, digest in w.runs}
+        if len(digests) == 1:
+            steps = steps_of[(w.coordinate_pk, digests.pop())]
+            found[coordinate] = dict(zip(steps, map(list, zip(*newest_first, strict=True)), strict=True))
+            continue
+        by_step: Values = {}
+        for (_, digest), column in zip(w.runs, newest_first, strict=True):
+            for step, value in zip(steps_of[(w.coordinate_pk, digest)], column, strict=True):
+                have = by_step.get(step)
+                if have is None:
+                    by_step[step] = [value]
+                else:
+                    have.append(value)
+        found[coordinate] = by_step
+    return found
+
+
+def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[Sequence[tuple[int, int]]]:
+    """Consecutive runs of `pairs` that hold at most ROWS_PER_STATEMENT points between them (or one pair)."""
+    start, total = 0, 0
+    for end, count in enumerate(rows):
+        if total and total + count > ROWS_PER_STATEMENT:
+            yield pairs[start:end]
+            start, total = end, 0
+        total += count
+    if start < len(pairs):
+        yield pairs[start:]
+
+
+def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+    rank = {(w.coordinate_pk, run_pk): rn for _, w in chunk for rn, (run_pk, _) in enumerate(w.runs)}
+    columns = (
+        metric_points.c.coordinate_pk,
+        metric_points.c.run_pk,
+        metric_points.c.step,
+        metric_points.c.value,
+    )
+    rows = sorted(_points_rows(conn, columns, sorted(rank)), key=lambda row: (row[0], rank[(row[0], row[1])]))
+    by_pk: dict[int, Values] = {}
+    for coordinate_pk, _, step, value in rows:
+        by_pk.setdefault(coordinate_pk, {}).setdefault(step, []).append(value)
+    return {coordinate: by_pk.get(w.coordinate_pk, {}) for coordinate, w in chunk}
+
+
+def _points_rows(
+    conn: Connection, columns: Sequence[sa.ColumnElement[Any]], pairs: Iterable[tuple[int, int]]
+) -> Sequence[Any]:
+    """The finite points of these (coordinate_pk, run_pk) pairs in primary-key order, as DBAPI tuples.
+
+    The statement is compiled by SQLAlchemy and run with exec_driver_sql, which keeps the connection's
+    transaction and error handling; only the rows skip the Row objects.
+    """
+    pairs = list(pairs)
+    if not pairs:
+        return []
+    statement = (
+        sa.select(*columns)
+        .select_from(
+            run_coordinates.join(
+                metric_points,
+                sa.and_(
+                    metric_points.c.coordinate_pk == run_coordinates.c.coordinate_pk,
+                    metric_points.c.run_pk == run_coordinates.c.run_pk,
+                ),
+            )
+        )
+        .where(
+            # The coordinate list lets the primary key of run_coordinates seek; the pairs pick the runs.
+            run_coordinates.c.coordinate_pk.in_(sorted({pk for pk, _ in pairs})),
+            sa.tuple_(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk).in_(pairs),
+            FINITE,
+        )
+        .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
+    )
+    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    # A tuple, not a list, for positional parameters: exec_driver_sql reads a list as many parameter sets.
+    args: Any = tuple(params[name] for name in compiled.positiontup or ()) if compiled.positional else params
+    result = conn.exec_driver_sql(str(compiled), args)
+    try:
+        return result.cursor.fetchall() if result.cursor is not None else []
+    finally:
+        result.close()
+
+
+def _max_pairs(conn: Connection) -> int:
+    """Pairs per statement, two parameters each: SQLite before 3.32 allows 999 parameters, later 32,766."""
+    if conn.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 32, 0):
+        return 400
+    return 10_000
+
+
+def _older_values(
+    conn: Connection,
+    hashes: Sequence[str],
+    steps: frozenset[int] | None,
+    *,
+    window: int,
+    baseline: Baseline,
+    exclude_run_id: str | None,
+) -> dict[str, Values]:
+    """Up to `window` finite values per step from the qualifying runs ranked beyond the window.
+
+    `steps` None reads every step; a set of steps lets the primary key seek just those.
+    """
+    step_lists: list[Sequence[int] | None] = [None] if steps is None else list(chunks(sorted(steps)))
+    found: dict[str, Values] = {}
+    for step_list in step_lists:
+        ranked = _ranked_runs(hashes, baseline, exclude_run_id)
+        points = _points_of(ranked)
+        if step_list is not None:
+            points = sa.and_(points, metric_points.c.step.in_(step_list))
+        numbered = (
+            sa.select(
+                ranked.c.coordinate,
+                metric_points.c.step,
+                metric_points.c.value,
+                sa.func.row_number()
+                .over(partition_by=(ranked.c.coordinate_pk, metric_points.c.step), order_by=ranked.c.rn)
+                .label("k"),
+            )
+            .select_from(ranked.join(metric_points, points))
+            .where(ranked.c.rn > window)
+            .subquery("numbered")
+        )
+        query = (
+            sa.select(numbered.c.coordinate, numbered.c.step, numbered.c.value)
+            .where(numbered.c.k <= window)
+            .order_by(numbered.c.coordinate, numbered.c.step, numbered.c.k)
+        )
+        for coordinate, step, value in conn.execute(query):
+            found.setdefault(coordinate, {}).setdefault(step, []).append(value)
+    return found
