@@ -95,6 +95,9 @@ def dumps_indented(value: Any) -> str:
     return "".join(parts)
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def _emit(value: Any, newline: str, parts: list[str]) -> None:
     # Checked in order of frequency in a report; bool before int, since a bool is an int.
     kind = type(value)
@@ -121,7 +124,13 @@ def _emit(value: Any, newline: str, parts: list[str]) -> None:
             parts.append(separator)
             if key is not None:
                 parts.append(encode_basestring_ascii(key) + ": ")
-            _emit(item, inner, parts)
+            if type(item) in _CONTAINERS and item:
+                # Joined per item: 40,000 verdicts as 40,000 strings, not 1.6 million pieces held at once.
+                item_parts: list[str] = []
+                _emit(item, inner, item_parts)
+                parts.append("".join(item_parts))
+            else:
+                _emit(item, inner, parts)
             separator = "," + inner
         parts.append(newline + closing)
     else:

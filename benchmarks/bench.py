@@ -1,0 +1,623 @@
+"""Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issue 7; the results are in docs/performance.md).
+
+    python benchmarks/bench.py           # 200 runs x 40 gates x 1,000 steps: 8M stored values, both stores
+    python benchmarks/bench.py --quick   # 1/50 of that: a smoke run in a minute
+    python benchmarks/bench.py --stores sqlite --runs 200 --gates 40 --steps 1000 --files 1000 \\
+        --regime-runs 10000 --pg postgresql+psycopg://postgres@127.0.0.1:5432/test
+
+For each store it writes a synthetic history of `--runs` nightlies of one test (every 10th untrusted)
+through `Store.write_run`, then measures, best of `--repeat`, wall and CPU seconds of this process:
+
+* evaluate: what `gatecfg evaluate` does, in this process: gate files, record, step selection, baselines,
+  verdicts, the re-key check and the text report, for one run of `--gates` x `--steps` values. Beside it,
+  on the same database in the same run, two references:
+    - bare fetch: one SQL statement through the raw DBAPI cursor that returns exactly the
+      (coordinate, step, value) rows the baselines need, through the project's indexes, ungrouped;
+    - per-coordinate: one baseline query per (coordinate, step), the shape of the gate gatecfg replaces;
+  and how much of it is Store.baselines, the rest being the per-coordinate work in Python;
+* the JSON report of those verdicts, and `gatecfg evaluate` as a process: wall time with interpreter start
+  and its peak RSS;
+* write: `Store.write_run` of one such run;
+* lint and resolve of `--files` gate files in this process, and lint as a process with its peak RSS;
+* regimes: `gatecfg regimes` over a series of `--regime-runs` stored nightlies, in this process.
+
+On SQLite everything runs in this process, so CPU seconds are the fair comparison on a busy machine;
+PostgreSQL works in its own processes, so its figures are wall seconds. PostgreSQL runs in a fresh
+database that this script creates on the server `--pg` names (default $GATECFG_TEST_PG_URL) and drops.
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+# This checkout's gatecfg, whatever else is installed: a script's own folder (benchmarks/) heads sys.path,
+# the repository does not.
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gatecfg.commands.evaluate import Request, run_evaluation  # noqa: E402 (after the path is set)
+from gatecfg.commands.lint import lint  # noqa: E402
+from gatecfg.commands.regimes import regimes  # noqa: E402
+from gatecfg.commands.resolve import resolve  # noqa: E402
+from gatecfg.keys import series_key  # noqa: E402
+from gatecfg.report import render  # noqa: E402
+from gatecfg.resolve import load_tree  # noqa: E402
+from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint  # noqa: E402
+
+TEST = "tests/e2e/bench_fleet_ci.py"
+REGIMES_TEST = "tests/e2e/bench_regimes_ci.py"
+REGIMES_METRIC = "eval/all/avg_score"
+CONSTRAINT = "{rel_up: 0.5, abs_floor_up: 0.1, rel_down: 0.5, abs_floor_down: 0.1}"
+FINITE_MAX = sys.float_info.max
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Scale:
+    runs: int
+    gates: int
+    steps: int
+    window: int
+    files: int
+    regime_runs: int
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall: float
+    cpu: float
+
+    def __str__(self) -> str:
+        return f"{self.wall:.3f} s wall, {self.cpu:.3f} s CPU"
+
+
+@dataclass
+class Figures:
+    """One store's rows of the table: figure, value, what it is measured against."""
+
+    store: str
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, name: str, value: object, note: str = "") -> None:
+        self.rows.append((name, str(value), note))
+        print(f"  {name:<46} {value!s:>32}  {note}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stores", choices=["both", "sqlite", "postgresql"], default="both")
+    parser.add_argument("--pg", default=os.environ.get("GATECFG_TEST_PG_URL"), help="PostgreSQL server URL")
+    parser.add_argument("--runs", type=int, default=200, help="stored nightlies (default 200)")
+    parser.add_argument("--gates", type=int, default=40, help="gates of the evaluated test (default 40)")
+    parser.add_argument("--steps", type=int, default=1000, help="logged steps per gate (default 1,000)")
+    parser.add_argument("--window", type=int, default=20, help="policy window (default 20)")
+    parser.add_argument("--files", type=int, default=1000, help="gate files to lint (default 1,000)")
+    parser.add_argument("--regime-runs", type=int, default=10_000, help="nightlies of the regimes series")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N for each timing (default 3)")
+    parser.add_argument("--quick", action="store_true", help="1/50 of the default scale: a smoke run")
+    parser.add_argument("--workdir", type=Path, help="keep the generated files and SQLite store here")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --workdir: measure the SQLite store seeded there by an earlier run",
+    )
+    args = parser.parse_args()
+    # A SIGTERM unwinds like Ctrl-C, so that the PostgreSQL database this run created is dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.quick:
+        scale = Scale(20, 8, 100, args.window, 50, 500, 1)
+    else:
+        scale = Scale(
+            args.runs, args.gates, args.steps, args.window, args.files, args.regime_runs, args.repeat
+        )
+    stores = ["sqlite", "postgresql"] if args.stores == "both" else [args.stores]
+    if "postgresql" in stores and not args.pg:
+        parser.error("PostgreSQL needs --pg URL or GATECFG_TEST_PG_URL (or pass --stores sqlite)")
+    print(
+        f"scale: {scale.runs} runs x {scale.gates} gates x {scale.steps} steps = "
+        f"{scale.runs * scale.gates * scale.steps:,} stored values, window {scale.window}; "
+        f"{scale.files} gate files; regimes over {scale.regime_runs:,} runs; best of {scale.repeat}"
+    )
+    print(
+        f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, SQLAlchemy {sa.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
+    with contextlib.ExitStack() as stack:
+        if args.workdir is not None:
+            work = args.workdir.resolve()
+            work.mkdir(parents=True, exist_ok=True)
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatecfg-bench-")))
+        gates, record = _write_inputs(work, scale)
+        results = [Figures("gate files")]
+        print("\n== gate files (no store)")
+        _bench_files(work, scale, results[0])
+        for name in stores:
+            print(f"\n== {name}")
+            figures = Figures(name)
+            store_url = _sqlite_url(work, reuse=args.reuse) if name == "sqlite" else _pg_database(args.pg)
+            with store_url as url:
+                _bench_store(url, gates, record, scale, figures)
+            results.append(figures)
+        print(f"\n== summary (load average {os.getloadavg()[0]:.1f})")
+        print(_markdown(results))
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+
+def _metric(gate: int) -> str:
+    return f"train/metric_{gate:03d}"
+
+
+def _write_inputs(work: Path, scale: Scale) -> tuple[Path, Path]:
+    """The gates root (the evaluated test and the regimes test) and the evaluated run's record."""
+    gates = work / "gates"
+    (gates / "fleet").mkdir(parents=True, exist_ok=True)
+    (gates / "base.yaml").write_text(
+        f"version: 1\ndefaults:\n  {_metric(0)}:\n    steps: all\n    constraint: {CONSTRAINT}\n"
+        f"policy:\n  window: {scale.window}\n  min_history: 1\n",
+        encoding="utf-8",
+    )
+    lines = [f"test: {TEST}", "gates:", f"  {_metric(0)}:"]  # the first a one-liner from the base file
+    for gate in range(1, scale.gates):
+        lines.append(f"  {_metric(gate)}:\n    steps: all\n    constraint: {CONSTRAINT}")
+    (gates / "fleet" / "bench.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (gates / "fleet" / "regimes.yaml").write_text(
+        f"test: {REGIMES_TEST}\ngates:\n  {REGIMES_METRIC}:\n"
+        "    steps: last\n    constraint: {rel_down: 0.1}\n",
+        encoding="utf-8",
+    )
+    # The evaluated nightly: one metric regressed, so that the report has a "needs attention" table; the
+    # others are noise around the stored level.
+    rng = random.Random(1)
+    record = work / "record.jsonl"
+    with record.open("w", encoding="utf-8") as out:
+        for step in range(scale.steps):
+            row = {_metric(g): rng.gauss(3.0 if g == 0 else 1.0, 0.05) for g in range(scale.gates)}
+            out.write(json.dumps({"_step": step, **row}) + "\n")
+    return gates, record
+
+
+def _specs(gates: Path, test: str, labels: dict[str, str] | None = None) -> list[CoordinateSpec]:
+    """The coordinates the gate files give `test`, exactly as evaluate computes them."""
+    resolved = load_tree(gates).test(test)
+    series = series_key(test, labels or {})
+    return [
+        CoordinateSpec(g.coordinate(series), series, test, g.metric, g.steps_key, g.constraint_key)
+        for g in resolved.gates
+    ]
+
+
+def _run_info(run_id: str, test: str, n: int, *, trusted: bool) -> RunInfo:
+    return RunInfo(
+        run_id=run_id,
+        test=test,
+        series_key=series_key(test, {}),
+        labels={},
+        commit=f"{n // 3:040x}",  # three nights per commit, as when nothing merges for a couple of days
+        branch="main",
+        ci_run_id=str(n),
+        ci_run_attempt="1",
+        url=None,
+        created_at=START + timedelta(hours=n),
+        gate_trusted=trusted,
+        written_by="bench",
+    )
+
+
+def _nightly(
+    specs: Sequence[CoordinateSpec], steps: int, rng: random.Random
+) -> dict[CoordinateSpec, list[StoredPoint]]:
+    return {
+        spec: [StoredPoint(step, rng.gauss(1.0, 0.05), "pass", 1.0, 0.5, 1.5) for step in range(steps)]
+        for spec in specs
+    }
+
+
+def _seed(store: Store, specs: Sequence[CoordinateSpec], scale: Scale) -> None:
+    rng = random.Random(0)
+    began = time.perf_counter()
+    for n in range(scale.runs):
+        store.write_run(
+            _run_info(f"seed-{n}", TEST, n, trusted=n % 10 != 9), _nightly(specs, scale.steps, rng)
+        )
+        if (n + 1) % 50 == 0:
+            print(f"  seeded {n + 1}/{scale.runs} runs ({time.perf_counter() - began:.0f} s)", flush=True)
+
+
+def _seed_regimes(store: Store, spec: CoordinateSpec, runs: int) -> None:
+    """A nightly series with five levels, one value per run at step -1 (`steps: last`)."""
+    rng = random.Random(2)
+    levels = (0.60, 0.66, 0.62, 0.70, 0.65)
+    began = time.perf_counter()
+    for n in range(runs):
+        point = StoredPoint(-1, rng.gauss(levels[n * len(levels) // runs], 0.01), "pass", None, None, None)
+        store.write_run(_run_info(f"regime-{n}", REGIMES_TEST, n, trusted=True), {spec: [point]})
+    print(f"  seeded the regimes series, {runs} runs ({time.perf_counter() - began:.0f} s)", flush=True)
+
+
+# --------------------------------------------------------------------------------------------- timing
+
+
+def _best(repeat: int, work: Callable[[], object]) -> Timing:
+    """The best wall and the best CPU seconds of `repeat` calls."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        work()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return Timing(min(walls), min(cpus))
+
+
+# The real entry point, reporting its own peak RSS on exit. A child's rusage as wait4 sees it is no good:
+# until exec, the forked child counts the benchmark's own memory as its RSS.
+MEASURED_CLI = """
+import resource, sys
+from gatecfg.cli import main
+code = main(sys.argv[1:])
+sys.stderr.write(f"\\npeak-rss-kb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n")
+sys.exit(code)
+"""
+
+
+def _process(argv: Sequence[str], cwd: Path) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS in MB and exit code of one `gatecfg` process of this checkout."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED_CLI, *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - began
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"gatecfg {' '.join(argv)} exited {done.returncode}:\n{done.stderr}")
+    peak_kb = int(done.stderr.rsplit("peak-rss-kb ", 1)[1])  # kilobytes on Linux
+    return wall, peak_kb / 1024, done.returncode
+
+
+def _quietly(work: Callable[[], object]) -> Callable[[], object]:
+    def run() -> object:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return work()
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------- gate files
+
+
+def _bench_files(work: Path, scale: Scale, figures: Figures) -> None:
+    root = work / "lint-gates"
+    _write_tree(root, scale.files)
+    lint_all = _quietly(lambda: lint([], gates=root, fmt="text"))
+    if lint_all() != 0:
+        raise RuntimeError("the generated gate files do not lint clean")
+    figures.add(f"lint of {scale.files:,} gate files", _best(scale.repeat, lint_all), "target < 3 s")
+    resolve_all = _quietly(lambda: resolve(gates=root, test=None, labels={}, fmt="json"))
+    figures.add(f"resolve --format json of {scale.files:,} files", _best(scale.repeat, resolve_all))
+    wall, rss, _ = _process(["lint", "--gates", str(root)], work)
+    figures.add(
+        "`gatecfg lint` process", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB; interpreter start included"
+    )
+
+
+def _write_tree(root: Path, files: int) -> None:
+    """`files` gate files in folders of 20, each folder with a base file that extends the root's."""
+    metrics = [f"train/m{i}" for i in range(8)]
+    lines = ["version: 1", "defaults:"]
+    for i, metric in enumerate(metrics):
+        lines += [
+            f"  {metric}:",
+            "    steps: all",
+            f"    constraint: {{rel_up: 0.{i + 1}, abs_floor_up: 0.01}}",
+        ]
+    lines += ["policy:", "  window: 20", "  enforce: false"]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "base.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for n in range(files):
+        folder = root / f"team{n // 20:03d}"
+        if not folder.exists():
+            folder.mkdir()
+            (folder / "base.yaml").write_text(
+                "version: 1\nextends: ../base.yaml\ndefaults:\n  eval/score:\n    steps: last\n"
+                "    constraint: {rel_down: 0.1}\npolicy:\n  window: 10\n",
+                encoding="utf-8",
+            )
+        body = [
+            f"test: tests/e2e/{folder.name}/test_model_{n:04d}_ci.py",
+            "gates:",
+            *(f"  {m}:" for m in metrics[: 3 + n % 5]),
+            "  eval/score:",
+            "    limits: {min: 0.5}",
+            "    enforce: true",
+            "  perf/mfu:",
+            "    steps: last",
+            "    constraint: null",
+            "  rollout/raw_reward:",
+            "    steps: [0, 10, 20]",
+            "    constraint: {rel_down: 0.2, abs_floor_down: 0.05}",
+        ]
+        (folder / f"test_model_{n:04d}.yaml").write_text("\n".join(body) + "\n", encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------- stores
+
+
+@contextlib.contextmanager
+def _sqlite_url(work: Path, *, reuse: bool) -> Iterator[str]:
+    path = work / "history.db"
+    if not reuse:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    yield f"sqlite:///{path}"
+
+
+@contextlib.contextmanager
+def _pg_database(server_url: str) -> Iterator[str]:
+    name = f"gatecfg_bench_{uuid.uuid4().hex[:12]}"
+    server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')  # a generated name, not user input
+        try:
+            yield sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with server.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        server.dispose()
+
+
+def _analyze(url: str) -> None:
+    """PostgreSQL's planner statistics, as autovacuum leaves them a minute after a bulk load. SQLite is
+    left as gatecfg leaves it: nothing runs ANALYZE there."""
+    if sa.make_url(url).get_backend_name() != "postgresql":
+        return
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+    finally:
+        engine.dispose()
+
+
+def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Figures) -> None:
+    specs = _specs(gates, TEST)
+    with Store.open(url, check_schema=False) as store:
+        store.upgrade()
+        seeded = (
+            sum(row.run.run_id.startswith("seed-") for row in store.runs(test=TEST)),
+            len(store.runs(test=REGIMES_TEST)),
+        )
+        if seeded == (0, 0):
+            _seed(store, specs, scale)
+            _seed_regimes(store, _specs(gates, REGIMES_TEST)[0], scale.regime_runs)
+        elif seeded != (scale.runs, scale.regime_runs):
+            raise RuntimeError(
+                f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
+            )
+        else:
+            print(f"  reusing {url}: {seeded[0]} runs and a {seeded[1]}-run regimes series", flush=True)
+    _analyze(url)
+    values = scale.gates * scale.steps
+    stored = scale.runs * values
+    needed = scale.gates * scale.steps * min(scale.window, sum(n % 10 != 9 for n in range(scale.runs)))
+    figures.add("stored values", f"{stored:,}", f"{scale.runs} runs, every 10th untrusted")
+
+    evaluate = _evaluation(
+        Request(gates=gates, test=TEST, records=[record], db=url, run_id="bench-evaluate"), values
+    )
+    evaluate()  # warm: imports, caches, the OS page cache
+    timing = _best(scale.repeat, evaluate)
+    hashes = [spec.coordinate for spec in specs]
+    with Store.open(url) as store:
+        found = store.baselines(hashes, window=scale.window, exclude_run_id="bench-evaluate")
+        got = sum(len(v) for v in found.values())
+        baselines = _best(
+            scale.repeat,
+            lambda: store.baselines(hashes, window=scale.window, exclude_run_id="bench-evaluate"),
+        )
+    bare, bare_rows = _bare_fetch(url, hashes, scale)
+    if not bare_rows == got == needed:
+        raise RuntimeError(f"baseline rows differ: store {got}, bare fetch {bare_rows}, expected {needed}")
+    per_coordinate = _per_coordinate(url, specs, scale)
+    sqlite = url.startswith("sqlite")
+    ratio = (timing.cpu / bare.cpu) if sqlite else (timing.wall / bare.wall)
+    figures.add(
+        f"evaluate {scale.gates} x {scale.steps:,} against {stored:,} values",
+        timing,
+        f"{ratio:.2f}x bare fetch ({'CPU' if sqlite else 'wall'}); target <= 1.5x and < 2 s",
+    )
+    figures.add("  reference: bare fetch", bare, f"{bare_rows:,} rows through the DBAPI cursor")
+    figures.add(
+        "  reference: one query per (coordinate, step)",
+        f"{per_coordinate:.3f} s wall",
+        f"{values:,} queries; {per_coordinate / timing.wall:.0f}x evaluate",
+    )
+    figures.add("  of which Store.baselines", baselines, f"{got:,} values")
+    rest = Timing(timing.wall - baselines.wall, timing.cpu - baselines.cpu)
+    figures.add("  the rest: files, record, verdicts, report", rest, "evaluate minus Store.baselines")
+    report = run_evaluation(
+        Request(gates=gates, test=TEST, records=[record], db=url, run_id="bench-evaluate")
+    )
+    figures.add(f"JSON report of {values:,} verdicts", _best(scale.repeat, lambda: render(report, "json")))
+    argv = ["evaluate", "--gates", str(gates), "--test", TEST, "--record", str(record), "--db", url]
+    wall, rss, _ = _process([*argv, "--run-id", "bench-cli"], gates.parent)
+    figures.add(
+        "`gatecfg evaluate` process", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB (target < 500 MB)"
+    )
+    wall, rss, _ = _process(
+        [*argv, "--run-id", "bench-cli-write", "--write", "--format", "json"], gates.parent
+    )
+    figures.add("`gatecfg evaluate --write --format json`", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB")
+
+    rng = random.Random(3)
+    writes: list[Timing] = []
+    with Store.open(url) as store:
+        for n in range(scale.repeat):
+            points = _nightly(specs, scale.steps, rng)
+            run = _run_info(f"bench-write-{uuid.uuid4().hex[:8]}", TEST, 10**5 + n, trusted=True)
+            writes.append(_best(1, lambda run=run, points=points: store.write_run(run, points)))
+    figures.add(
+        f"write one run ({values:,} values)",
+        Timing(min(t.wall for t in writes), min(t.cpu for t in writes)),
+        "Store.write_run; target < 1 s",
+    )
+
+    regimes_run = _quietly(
+        lambda: regimes(
+            gates=gates,
+            db=url,
+            test=REGIMES_TEST,
+            metric=REGIMES_METRIC,
+            step=None,
+            scan_all=False,
+            labels={},
+            fmt_="json",
+        )
+    )
+    regimes_run()
+    figures.add(f"regimes over {scale.regime_runs:,} runs", _best(scale.repeat, regimes_run), "target < 1 s")
+
+
+def _evaluation(request: Request, values: int) -> Callable[[], object]:
+    def evaluate() -> object:
+        report = run_evaluation(request)
+        if len(report.verdicts) != values:
+            raise RuntimeError(f"{len(report.verdicts)} verdicts, expected {values}")
+        return render(report, "text")
+
+    return evaluate
+
+
+# ----------------------------------------------------------------------------------------- references
+
+# The baseline rows through the project's indexes: the newest `window` qualifying runs of each coordinate
+# ranked on run_coordinates (primary key coordinate_pk, run_pk), their points read by metric_points'
+# primary key (coordinate_pk, run_pk, step). `?` placeholders; PostgreSQL's driver gets `%s`.
+BARE_FETCH = """
+WITH ranked AS (
+  SELECT rc.coordinate_pk, rc.run_pk,
+         row_number() OVER (PARTITION BY rc.coordinate_pk ORDER BY r.created_at DESC, r.pk DESC) AS rn
+  FROM run_coordinates rc
+  JOIN coordinates c ON c.pk = rc.coordinate_pk
+  JOIN runs r ON r.pk = rc.run_pk
+  WHERE c.coordinate IN ({hashes}) AND COALESCE(r.trust_override, r.gate_trusted) {true} AND r.run_id <> ?
+)
+SELECT ranked.coordinate_pk, mp.step, mp.value
+FROM ranked JOIN metric_points mp ON mp.coordinate_pk = ranked.coordinate_pk AND mp.run_pk = ranked.run_pk
+WHERE ranked.rn <= ? AND mp.value BETWEEN ? AND ?
+"""
+
+# The newest `window` qualifying finite values of one (coordinate, step), through the same primary keys:
+# CROSS JOIN fixes SQLite's join order (left to right), which otherwise scans all of the coordinate's
+# points for the step; PostgreSQL plans it as the inner join it is.
+PER_COORDINATE = """
+SELECT mp.value
+FROM coordinates c
+CROSS JOIN run_coordinates rc
+CROSS JOIN runs r
+CROSS JOIN metric_points mp
+WHERE c.coordinate = ? AND rc.coordinate_pk = c.pk AND r.pk = rc.run_pk
+  AND COALESCE(r.trust_override, r.gate_trusted) {true} AND r.run_id <> ?
+  AND mp.coordinate_pk = rc.coordinate_pk AND mp.run_pk = rc.run_pk AND mp.step = ?
+  AND mp.value BETWEEN ? AND ?
+ORDER BY r.created_at DESC, r.pk DESC
+LIMIT ?
+"""
+
+
+def _driver_sql(url: str, sql: str, **fields: str) -> str:
+    postgres = sa.make_url(url).get_backend_name() == "postgresql"
+    text = sql.format(true="IS TRUE" if postgres else "= 1", **fields)
+    return text.replace("?", "%s") if postgres else text
+
+
+@contextlib.contextmanager
+def _dbapi(url: str) -> Iterator[Any]:
+    engine = sa.create_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            yield raw
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def _bare_fetch(url: str, hashes: Sequence[str], scale: Scale) -> tuple[Timing, int]:
+    sql = _driver_sql(url, BARE_FETCH, hashes=", ".join("?" * len(hashes)))
+    params = [*hashes, "bench-evaluate", scale.window, -FINITE_MAX, FINITE_MAX]
+    rows: list[Any] = []
+    with _dbapi(url) as raw:
+
+        def fetch() -> None:
+            cursor = raw.cursor()
+            cursor.execute(sql, params)
+            rows[:] = cursor.fetchall()
+            cursor.close()
+            raw.rollback()
+
+        fetch()
+        return _best(scale.repeat, fetch), len(rows)
+
+
+def _per_coordinate(url: str, specs: Sequence[CoordinateSpec], scale: Scale) -> float:
+    sql = _driver_sql(url, PER_COORDINATE)
+    with _dbapi(url) as raw:
+        cursor = raw.cursor()
+        began = time.perf_counter()
+        for spec in specs:
+            for step in range(scale.steps):
+                cursor.execute(
+                    sql, [spec.coordinate, "bench-evaluate", step, -FINITE_MAX, FINITE_MAX, scale.window]
+                )
+                cursor.fetchall()
+        elapsed = time.perf_counter() - began
+        cursor.close()
+        raw.rollback()
+    return elapsed
+
+
+def _markdown(results: Sequence[Figures]) -> str:
+    lines = ["| store | figure | value | note |", "|---|---|---|---|"]
+    for figures in results:
+        for name, value, note in figures.rows:
+            lines.append(f"| {figures.store} | {name.strip()} | {value} | {note} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
