@@ -469,7 +469,7 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
     figures.add(
         "  reference: one query per (coordinate, step)",
         f"{per_coordinate:.3f} s wall",
-        f"{values:,} queries; {per_coordinate / timing.wall:.0f}x evaluate",
+        f"{values:,} queries; {per_coordinate / timing.wall:.1f}x evaluate",
     )
     figures.add("  of which Store.baselines", baselines, f"{got:,} values")
     rest = Timing(timing.wall - baselines.wall, timing.cpu - baselines.cpu)
