@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from rekey_helpers import make_repo
 
 from gatecfg.store import Store
 
@@ -54,3 +55,19 @@ def store(store_url: str) -> Iterator[Store]:
     with Store.open(store_url, check_schema=False) as opened:
         opened.upgrade()
         yield opened
+
+
+@pytest.fixture
+def db(store: Store, store_url: str) -> str:
+    """A store URL at the current schema, for the CLI (PostgreSQL is never migrated implicitly)."""
+    return store_url
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository holding a copy of the project's gates/, as the working directory (CI runs gatecfg
+    from the top of the checkout), with no store URL leaking in from the environment."""
+    root = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("GATECFG_DB_URL", raising=False)
+    return root

@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from helpers import run_cli
 
-from gatecfg.store import Store
-
 TEST = "tests/e2e/test_reward_ci.py"
 REWARD = "rollout/raw_reward"
 BASE = """\
@@ -38,12 +36,6 @@ HEADS = [7, 9, 10, 7, 9, 7, 8, 7, 7, 8, 10, 9, 9, 7, 4, 9, 8, 5, 8, 8, 10, 10]
 FAILING_NIGHTS = ["night-14", "night-17"]
 # P(at most 6 heads of 16): the band's lo is 0.4175, 6/16 is below it and 7/16 is not.
 TWENTY_TWO_POINT_SEVEN = Fraction(1 + 16 + 120 + 560 + 1820 + 4368 + 8008, 2**16)
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    """A store URL at the current schema (PostgreSQL is never migrated implicitly)."""
-    return store_url
 
 
 def write_gates(root: Path, gate_body: str = "  rollout/raw_reward:\n", base: str = BASE) -> Path:

@@ -24,7 +24,6 @@ from rekey_helpers import (
     RAW_REWARD_EDITED,
     edit,
     gsm8k_record,
-    make_repo,
     seed_nightlies,
 )
 
@@ -33,18 +32,6 @@ from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 from gatecfg.store.links import Carry
 
 RAW_REWARD = "rollout/raw_reward"
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = make_repo(tmp_path / "repo")
-    monkeypatch.chdir(root)
-    return root
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    return store_url
 
 
 def raw_reward_verdict(repo: Path, db: str, reward: float) -> tuple[dict[str, object], list[object], str]:

@@ -35,21 +35,6 @@ from ruamel.yaml import YAML
 
 from gatecfg.cli import build_parser
 from gatecfg.resolve import load_tree
-from gatecfg.store import Store
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The repository, as the working directory (CI runs gatecfg from the top of the checkout)."""
-    root = make_repo(tmp_path / "repo")
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("GATECFG_DB_URL", raising=False)
-    return root
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    return store_url
 
 
 def inheritors(repo: Path, metric: str, field: str) -> set[str]:

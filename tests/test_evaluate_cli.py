@@ -13,8 +13,6 @@ import pytest
 import sqlalchemy as sa
 from helpers import run_cli
 
-from gatecfg.store import Store
-
 TEST = "tests/e2e/test_reward_ci.py"
 BASE = """\
 version: 1
@@ -29,12 +27,6 @@ policy:
 # Twenty step-1 rewards (means of 16 coin flips) that average 0.521875.
 NIGHTLY_STEP1 = [0.5, 0.5625, 0.4375, 0.5, 0.625, 0.5625, 0.4375, 0.5, 0.5, 0.5625,
                  0.5, 0.5625, 0.4375, 0.5, 0.625, 0.5625, 0.4375, 0.5, 0.5625, 0.5625]  # fmt: skip
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    """A store URL at the current schema (PostgreSQL is never migrated implicitly)."""
-    return store_url
 
 
 def write_gates(root: Path, gate_body: str = "  rollout/raw_reward:\n") -> Path:

@@ -25,7 +25,6 @@ from gatecfg.analysis.false_alarm import (
 from gatecfg.band import band
 from gatecfg.models import Constraint, Limits
 from gatecfg.resolve import BUILTIN, Policy, ResolvedGate
-from gatecfg.store import Store
 
 POLICY = Policy(window=20, min_history=1, enforce=False, sources={})
 REWARD_DEFAULT = Constraint(rel_down=0.2, abs_floor_down=0.05)
@@ -168,11 +167,6 @@ def test_a_constant_step_does_not_decide_the_method_of_a_many_step_gate() -> Non
 # --- lint --max-false-alarm ------------------------------------------------------------------------------
 
 TEST = "tests/e2e/test_reward_ci.py"
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    return store_url
 
 
 def coin_history(tmp_path: Path, db: str) -> Path:

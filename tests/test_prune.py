@@ -18,7 +18,6 @@ from rekey_helpers import (
     RAW_REWARD_DEFAULT,
     RAW_REWARD_EDITED,
     edit,
-    make_repo,
     seed_nightlies,
 )
 
@@ -26,18 +25,6 @@ from gatecfg.errors import StoreError
 from gatecfg.store import Store
 
 OLD_CONSTRAINT = '{"abs_floor_down":0.05,"rel_down":0.2}'
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = make_repo(tmp_path / "repo")
-    monkeypatch.chdir(root)
-    return root
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    return store_url
 
 
 def count(url: str, sql: str) -> int:

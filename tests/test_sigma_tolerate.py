@@ -15,7 +15,6 @@ from gatecfg.band import band, min_values, reference, spread
 from gatecfg.evaluate import allowed_failures
 from gatecfg.models import Constraint
 from gatecfg.resolve import load_tree
-from gatecfg.store import Store
 
 TEST = "tests/e2e/test_x_ci.py"
 METRIC = "train/grad_norm"
@@ -168,11 +167,6 @@ def test_invalid_new_literals_are_located_errors(
 
 
 # --- through evaluate ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def db(store: Store, store_url: str) -> str:
-    return store_url
 
 
 def record(path: Path, points: Sequence[tuple[int, float]]) -> Path:

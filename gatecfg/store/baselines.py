@@ -69,7 +69,8 @@ def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str 
     return query.cte("ranked")
 
 
-def _points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
+def points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
+    """The finite points of the (coordinate_pk, run_pk) pairs a ranking CTE picked."""
     return sa.and_(
         metric_points.c.coordinate_pk == ranked.c.coordinate_pk,
         metric_points.c.run_pk == ranked.c.run_pk,
@@ -320,7 +321,7 @@ def _older_values(
     found: dict[str, Values] = {}
     for step_list in step_lists:
         ranked = _ranked_runs(hashes, baseline, exclude_run_id)
-        points = _points_of(ranked)
+        points = points_of(ranked)
         if step_list is not None:
             points = sa.and_(points, metric_points.c.step.in_(step_list))
         numbered = (

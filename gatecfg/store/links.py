@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
+from gatecfg.store.baselines import points_of
 from gatecfg.store.engine import chunks
-from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
+from gatecfg.store.reads import NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
 
@@ -211,7 +212,7 @@ def baselines(
                 metric_points.c.step,
                 metric_points.c.value,
             )
-            .select_from(ranked.outerjoin(metric_points, _points_of(ranked)))
+            .select_from(ranked.outerjoin(metric_points, points_of(ranked)))
             .where(ranked.c.rn <= window)
             .order_by(ranked.c.target, ranked.c.rn, metric_points.c.step)
         )
@@ -274,14 +275,6 @@ def _ranked(members: Mapping[str, Sequence[str]], baseline: Baseline, exclude_ru
     return query.cte("ranked")
 
 
-def _points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        metric_points.c.coordinate_pk == ranked.c.coordinate_pk,
-        metric_points.c.run_pk == ranked.c.run_pk,
-        FINITE,
-    )
-
-
 def _read_older(
     conn: Connection,
     members: Mapping[str, Sequence[str]],
@@ -304,7 +297,7 @@ def _read_older(
         if target in irregular or short:
             groups.setdefault(None if target in irregular else short, []).append(target)
     for steps, targets in groups.items():
-        points = _points_of(ranked)
+        points = points_of(ranked)
         if steps is not None:
             points = sa.and_(points, metric_points.c.step.in_(steps))
         numbered = (
