@@ -28,11 +28,12 @@ from typing import Any, Literal
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.band import Band, band
-from gatecfg.evaluate import STATUS_ORDER, GateOutcome, Status, Verdict, evaluate, outcomes, trusted
+from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, Verdict, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected
 from gatecfg.store import Store
+from gatecfg.windows import Baselines
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 Against = ResolvedTest | Literal["recorded"] | None
@@ -64,7 +65,7 @@ class StoredRun:
 @dataclass(frozen=True)
 class RunReplay:
     run: StoredRun
-    outcomes: Mapping[str, GateOutcome]  # by metric
+    outcomes: Mapping[str, GateVerdicts]  # by metric
     verdicts: Mapping[str, Mapping[int, Verdict]]  # by metric, then step
     trusted: bool
 
@@ -115,12 +116,10 @@ def replay(test: ResolvedTest, series: str, runs: Sequence[StoredRun], policy: P
             for gate, coordinate, chosen in selections
             for s in chosen
         }
-        verdicts = evaluate(selections, windows, policy)
-        is_trusted = run.trust_override if run.trust_override is not None else trusted(verdicts)
-        by_metric: dict[str, dict[int, Verdict]] = {}
-        for v in verdicts:
-            by_metric.setdefault(v.gate.metric, {})[v.step] = v
-        replayed.append(RunReplay(run, {o.gate.metric: o for o in outcomes(verdicts)}, by_metric, is_trusted))
+        results = evaluate(selections, Baselines.from_values(windows), policy)
+        is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
+        by_metric = {r.gate.metric: {v.step: v for v in r} for r in results}
+        replayed.append(RunReplay(run, {r.gate.metric: r for r in results}, by_metric, is_trusted))
         qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
         for gate, _, chosen in selections:
             for s in chosen:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gatecfg import __version__
 from gatecfg.errors import InputError
-from gatecfg.evaluate import Verdict, evaluate, exit_code, needed_history, trusted
+from gatecfg.evaluate import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import read_records
@@ -55,9 +55,9 @@ def run_evaluation(req: Request) -> RunReport:
             baseline=resolved.policy.baseline,
             exclude_run_id=origin.run_id,
         )
-        verdicts = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
-        warnings = _rekeys(store, resolved, series, verdicts)
-        is_trusted = trusted(verdicts)
+        results = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
+        warnings = _rekeys(store, resolved, series, results)
+        is_trusted = trusted(results)
         stored = False
         if req.write:
             info = RunInfo(
@@ -74,7 +74,7 @@ def run_evaluation(req: Request) -> RunReport:
                 gate_trusted=is_trusted,
                 written_by=__version__,
             )
-            stored = store.write_run(info, _points(verdicts, series, test))
+            stored = store.write_run(info, _points(results, series, test))
         return RunReport(
             test=test,
             gate_file=resolved.file,
@@ -88,23 +88,25 @@ def run_evaluation(req: Request) -> RunReport:
                 already_stored=req.write and not stored,
                 trusted=is_trusted,
             ),
-            verdicts=verdicts,
+            results=results,
             warnings=warnings,
-            exit_code=exit_code(verdicts),
+            exit_code=exit_code(results),
             store=store.url,
             enforce_disabled=not req.enforce,
         )
 
 
-def _rekeys(store: Store, test: ResolvedTest, series: str, verdicts: Sequence[Verdict]) -> list[RekeyWarning]:
+def _rekeys(
+    store: Store, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
+) -> list[RekeyWarning]:
     """Look for other keys only where a gate has no history at all: the cold ones are few."""
-    with_history = {v.coordinate for v in verdicts if v.band.n}
+    with_history = {r.coordinate for r in results if r.has_history}
     warnings: list[RekeyWarning] = []
     seen: set[str] = set()
-    for v in verdicts:
-        if v.coordinate in with_history or v.coordinate in seen:
+    for r in results:
+        if r.coordinate in with_history or r.coordinate in seen:
             continue
-        seen.add(v.coordinate)
+        seen.add(r.coordinate)
         stored = [
             OldKey(
                 coordinate=s.spec.coordinate,
@@ -115,37 +117,36 @@ def _rekeys(store: Store, test: ResolvedTest, series: str, verdicts: Sequence[Ve
                 runs=s.n_runs,
                 last_written=s.last_written,
             )
-            for s in store.coordinates_for(series, v.gate.metric)
+            for s in store.coordinates_for(series, r.gate.metric)
         ]
         # A sigma band needs two values, not just `min_history`, before it gates again.
-        warnings += rekey_warnings(v.gate, v.coordinate, stored, needed_history(v.gate, test.policy))
+        warnings += rekey_warnings(r.gate, r.coordinate, stored, needed_history(r.gate, test.policy))
     return warnings
 
 
-def _points(verdicts: Sequence[Verdict], series: str, test: str) -> dict[CoordinateSpec, list[StoredPoint]]:
+def _points(
+    results: Sequence[GateVerdicts], series: str, test: str
+) -> dict[CoordinateSpec, list[StoredPoint]]:
     """Every selected value, tracked ones included, with its verdict; a missing value stores nothing."""
     points: dict[CoordinateSpec, list[StoredPoint]] = {}
-    # One spec and list per coordinate, looked up by its hash: a gate's 1,000 steps share them.
-    by_coordinate: dict[str, list[StoredPoint]] = {}
-    for v in verdicts:
-        if v.value is None:
-            continue
-        stored = by_coordinate.get(v.coordinate)
-        if stored is None:
-            spec = CoordinateSpec(
-                coordinate=v.coordinate,
-                series_key=series,
-                test=test,
-                metric=v.gate.metric,
-                steps_key=v.gate.steps_key,
-                constraint_key=v.gate.constraint_key,
-            )
-            stored = by_coordinate[v.coordinate] = points.setdefault(spec, [])
-        stored.append(
+    for r in results:
+        spec = CoordinateSpec(
+            coordinate=r.coordinate,
+            series_key=series,
+            test=test,
+            metric=r.gate.metric,
+            steps_key=r.gate.steps_key,
+            constraint_key=r.gate.constraint_key,
+        )
+        stored = [
             StoredPoint(
                 step=v.step, value=v.value, status=v.status, ref=v.band.ref, lo=v.band.lo, hi=v.band.hi
             )
-        )
+            for v in r
+            if v.value is not None
+        ]
+        if stored:
+            points.setdefault(spec, []).extend(stored)
     return points
 
 

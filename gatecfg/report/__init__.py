@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
 from pathlib import Path
 
-from gatecfg.evaluate import Verdict, gate_status
+from gatecfg.evaluate import GateVerdicts, Verdict
 from gatecfg.rekey import RekeyWarning
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
@@ -37,32 +37,35 @@ class RunReport:
     gate_file: str
     series: Mapping[str, str]
     run: RunSummary
-    verdicts: Sequence[Verdict]
+    results: Sequence[GateVerdicts]  # one per gate, in declaration order
     warnings: Sequence[RekeyWarning]
     exit_code: int
     store: str
     enforce_disabled: bool = False
     notes: Sequence[str] = field(default_factory=tuple)
 
-    def counts(self) -> Counter[str]:
-        return Counter(v.status for v in self.verdicts)
+    @functools.cached_property
+    def verdicts(self) -> list[Verdict]:
+        """Every step's verdict, gate after gate: built on first use, which the JSON report makes."""
+        return [v for result in self.results for v in result]
 
-    def gates(self) -> Iterator[tuple[str, list[Verdict]]]:
-        """Verdicts grouped per gate, in declaration order."""
-        for _, group in groupby(self.verdicts, key=lambda v: (v.gate.metric, v.coordinate)):
-            items = list(group)
-            yield items[0].gate.metric, items
+    def counts(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for result in self.results:
+            total.update(result.counts)
+        return total
+
+
+def role(result: GateVerdicts) -> str:
+    if not result.gate.gated:
+        return "tracked"
+    return "enforced" if result.enforced else "shadow"
 
 
 def step_label(v: Verdict) -> str:
     if v.logged_step is None and v.step == -1:
         return str(v.gate.steps_key).strip('"')  # the metric is missing: no step was selected
     return "last" if v.step == -1 else str(v.step)
-
-
-def worst(verdicts: Sequence[Verdict]) -> str:
-    """A gate's status in reports: its worst step, where a step its `tolerate` absorbs counts as a pass."""
-    return gate_status(verdicts)
 
 
 def render(report: RunReport, fmt: str) -> str:

@@ -8,7 +8,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from gatecfg.band import tidy
-from gatecfg.evaluate import GateOutcome, Verdict, outcomes
+from gatecfg.evaluate import GateVerdicts, Verdict
 from gatecfg.report import RunReport
 
 SCHEMA_VERSION = 1
@@ -42,13 +42,13 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
     }
 
 
-def outcome_json(o: GateOutcome) -> dict[str, Any]:
+def outcome_json(o: GateVerdicts) -> dict[str, Any]:
     return {
         "metric": o.gate.metric,
         "coordinate": o.coordinate,
         "status": o.status,
         "enforced": o.enforced,
-        "steps": o.steps,
+        "steps": len(o),
         "failing": o.failing,
         "tolerate": o.gate.tolerate,
         "allowed": o.allowed,
@@ -74,7 +74,7 @@ def render_json(report: RunReport) -> str:
         "summary": dict(sorted(report.counts().items())),
         "enforce_disabled": report.enforce_disabled,
         "verdicts": [verdict_json(v) for v in report.verdicts],
-        "gates": [outcome_json(o) for o in outcomes(report.verdicts)],
+        "gates": [outcome_json(o) for o in report.results],
         "warnings": [w.as_json() for w in report.warnings],
         "exit_code": report.exit_code,
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from gatecfg.report import RunReport, step_label, worst
+from gatecfg.report import RunReport, step_label
 
 
 def render_junit(report: RunReport) -> str:
@@ -20,9 +20,9 @@ def render_junit(report: RunReport) -> str:
     for warning in report.warnings:
         ET.SubElement(props, "property", name="gatecfg.rekey", value=warning.message)
     tests = failures = errors = skipped = 0
-    for metric, group in report.gates():
+    for result in report.results:
         tests += 1
-        gate = group[0].gate
+        gate, metric, group = result.gate, result.gate.metric, list(result)
         case = ET.SubElement(suite, "testcase", name=metric, classname=report.test, file=gate.file)
         case.set("line", str(gate.line))
         lines = [
@@ -31,7 +31,7 @@ def render_junit(report: RunReport) -> str:
         ]
         bad = [v for v in group if v.status in ("fail", "error") and not v.tolerated]
         tolerated = sum(v.tolerated for v in group)
-        status = worst(group)
+        status = result.status
         if any(v.fails_job for v in bad):
             failing = [v for v in bad if v.fails_job]
             kind = "error" if all(v.status == "error" for v in failing) else "failure"

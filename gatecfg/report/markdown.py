@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 from gatecfg.band import fmt
-from gatecfg.evaluate import Verdict
-from gatecfg.report import RunReport, step_label, worst
+from gatecfg.evaluate import Status, Verdict
+from gatecfg.report import RunReport, role, step_label
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
 DETAIL_ROWS = 50
@@ -27,25 +29,23 @@ def render_markdown(report: RunReport) -> str:
     for warning in report.warnings:
         lines += ["", "> [!WARNING]", f"> **Re-key, baseline cold-started:** {_cell(warning.message)}"]
     lines += ["", "| | gate | role | steps | coordinates |", "|---|---|---|---|---|"]
-    for metric, group in report.gates():
-        counts: dict[str, int] = {}
-        for v in group:
-            counts[v.status] = counts.get(v.status, 0) + 1
-        role = "tracked" if not group[0].gate.gated else ("enforced" if group[0].enforced else "shadow")
-        spread = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        lines.append(
-            f"| {ICONS[worst(group)]} | `{_cell(metric)}` | {role} | `{group[0].gate.steps_key}` | {spread} |"
-        )
-    attention = [v for v in report.verdicts if v.status in ("fail", "error", "cold")]
+    for result in report.results:
+        gate = result.gate
+        spread = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+        icon, metric = ICONS[result.status], _cell(gate.metric)
+        lines.append(f"| {icon} | `{metric}` | {role(result)} | `{gate.steps_key}` | {spread} |")
+    needing: tuple[Status, ...] = ("fail", "error", "cold")
+    attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:
         lines += ["", "<details><summary>Coordinates that need attention</summary>", ""]
         lines += [
             "| | metric | step | value | ref | n | band | reason |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        lines += [_row(v) for v in attention[:DETAIL_ROWS]]
-        if len(attention) > DETAIL_ROWS:
-            lines.append(f"| | … {len(attention) - DETAIL_ROWS} more | | | | | | |")
+        shown = islice((v for result in report.results for v in result.where(*needing)), DETAIL_ROWS)
+        lines += [_row(v) for v in shown]
+        if attention > DETAIL_ROWS:
+            lines.append(f"| | … {attention - DETAIL_ROWS} more | | | | | | |")
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import STATUS_ORDER, Verdict
-from gatecfg.report import RunReport, step_label, worst
+from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
+from gatecfg.report import RunReport, role, step_label
 
 DETAIL_ROWS_PER_GATE = 10
-
-
-def _role(v: Verdict) -> str:
-    if not v.gate.gated:
-        return "tracked"
-    return "enforced" if v.enforced else "shadow"
 
 
 def _pct(v: Verdict) -> str:
@@ -35,17 +30,17 @@ def render_text(report: RunReport) -> str:
     if report.enforce_disabled:
         console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
 
-    attention = [v for v in report.verdicts if v.status in ("error", "fail", "cold")]
+    attention = _attention(report.results)
     if attention:
         table = Table(box=box.SIMPLE_HEAD, title="needs attention", title_justify="left")
         for column in ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason"):
             table.add_column(column, overflow="fold")
-        for metric, group in _by_gate(attention):
-            group.sort(key=lambda v: (STATUS_ORDER[v.status], v.step))
-            for v in group[:DETAIL_ROWS_PER_GATE]:
+        for result, shown, more in attention:
+            metric = result.gate.metric
+            for v in shown:
                 table.add_row(
                     v.status.upper() + (" (tolerated)" if v.tolerated else ""),
-                    _role(v),
+                    role(result),
                     metric,
                     step_label(v),
                     fmt(v.value) if v.value is not None else "-",
@@ -56,21 +51,22 @@ def render_text(report: RunReport) -> str:
                     # The columns already say why a band failed; other reasons need the words.
                     "" if v.status == "fail" and " vs mean=" in v.reason else v.reason,
                 )
-            if len(group) > DETAIL_ROWS_PER_GATE:
-                table.add_row("", "", metric, f"+{len(group) - DETAIL_ROWS_PER_GATE} more", *[""] * 6)
+            if more:
+                table.add_row("", "", metric, f"+{more} more", *[""] * 6)
         console.print(table)
 
     table = Table(box=box.SIMPLE_HEAD, title="gates", title_justify="left")
     for column in ("status", "role", "metric", "steps", "coordinates", "source"):
         table.add_column(column, overflow="fold")
-    for metric, group in report.gates():
-        counts: dict[str, int] = {}
-        for v in group:
-            counts[v.status] = counts.get(v.status, 0) + 1
-        spread = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda i: STATUS_ORDER[i[0]]))
-        gate = group[0].gate
+    for result in report.results:
+        gate = result.gate
         table.add_row(
-            worst(group).upper(), _role(group[0]), metric, gate.steps_key, spread, f"{gate.file}:{gate.line}"
+            result.status.upper(),
+            role(result),
+            gate.metric,
+            gate.steps_key,
+            spread(result),
+            f"{gate.file}:{gate.line}",
         )
     console.print(table)
 
@@ -82,18 +78,33 @@ def render_text(report: RunReport) -> str:
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
 
-def _by_gate(verdicts: list[Verdict]) -> list[tuple[str, list[Verdict]]]:
-    groups: dict[str, list[Verdict]] = {}
-    for v in verdicts:
-        groups.setdefault(v.gate.metric, []).append(v)
-    return list(groups.items())
+def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list[Verdict], int]]:
+    """Per gate with steps that need attention: the first few (errors, then failures, then cold steps,
+    each by step) and how many more there are. Only the steps shown get their band and reason built."""
+    found = []
+    for result in results:
+        needing = sorted(
+            (i for i, status in enumerate(result.statuses) if status in ("error", "fail", "cold")),
+            key=lambda i: (STATUS_ORDER[result.statuses[i]], result.selection[i].step),
+        )
+        if needing:
+            shown = [result[i] for i in needing[:DETAIL_ROWS_PER_GATE]]
+            found.append((result, shown, len(needing) - len(shown)))
+    return found
+
+
+def spread(result: GateVerdicts) -> str:
+    """How a gate's steps fared, e.g. `3 fail, 997 pass`, in the order a reader acts on them."""
+    ordered = sorted(result.counts.items(), key=lambda item: STATUS_ORDER[item[0]])
+    return ", ".join(f"{n} {status}" for status, n in ordered if n)
 
 
 def _verdict_line(report: RunReport) -> str:
-    enforced = sum(v.fails_job for v in report.verdicts)
-    shadow = sum(v.blocks_trust and not v.enforced for v in report.verdicts)
-    cold = sum(v.status == "cold" for v in report.verdicts)
-    tolerated = sum(v.tolerated for v in report.verdicts)
+    results = report.results
+    enforced = sum(r.blocking for r in results if r.enforced)
+    shadow = sum(r.blocking for r in results if r.gate.gated and not r.enforced)
+    cold = sum(r.counts["cold"] for r in results)
+    tolerated = sum(r.failing for r in results if r.tolerated)
     run = report.run
     if run.already_stored:
         stored = f"run {run.run_id} was already stored: nothing written"

@@ -6,8 +6,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -15,6 +17,7 @@ from gatecfg.store.engine import chunks
 from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.windows import Baselines, Window
 
 Values = dict[int, list[float]]
 # Points one statement reads at most: PostgreSQL sorts them in its default work_mem (4 MB) rather than on
@@ -29,7 +32,7 @@ def baselines(
     window: int,
     baseline: Baseline,
     exclude_run_id: str | None,
-) -> dict[tuple[str, int], list[float]]:
+) -> Baselines:
     """Per (coordinate, step), the finite values of the newest `window` qualifying runs, newest first.
 
     One query ranks the qualifying runs of each coordinate on the small run_coordinates table and reads
@@ -39,14 +42,10 @@ def baselines(
     """
     if window < 1:
         raise ValueError(f"a baseline window must be at least 1, got {window}")
-    found: dict[str, Values] = {}
+    found = Baselines()
     for chunk in chunks(sorted(set(hashes))):
-        found.update(_window_values(conn, chunk, window, baseline, exclude_run_id))
-    return {
-        (coordinate, step): values
-        for coordinate, by_step in found.items()
-        for step, values in by_step.items()
-    }
+        found.windows.update(_window_values(conn, chunk, window, baseline, exclude_run_id))
+    return found
 
 
 def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
@@ -80,7 +79,7 @@ def points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
 
 def _window_values(
     conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
-) -> dict[str, Values]:
+) -> dict[str, Window]:
     ranked = _ranked_runs(hashes, baseline, exclude_run_id)
     digests = (
         sa.select(
@@ -135,7 +134,9 @@ def _window_values(
     # Coordinates that need older runs, grouped by the steps to read there (None: every step).
     groups: dict[frozenset[int] | None, list[str]] = {}
     for coordinate in beyond_window:
-        short = frozenset(step for step, values in found[coordinate].items() if len(values) < window)
+        have = found[coordinate]
+        counts = zip(have.steps, have.counts.tolist(), strict=True)
+        short = frozenset(step for step, n in counts if n < window)
         if coordinate in irregular or short:
             groups.setdefault(None if coordinate in irregular else short, []).append(coordinate)
     for steps, group in groups.items():
@@ -143,10 +144,11 @@ def _window_values(
             conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
         )
         for coordinate, older_by_step in older.items():
-            have = found[coordinate]
+            extended = found[coordinate].as_lists()
             for step, values in older_by_step.items():
-                kept = have.setdefault(step, [])
+                kept = extended.setdefault(step, [])
                 kept.extend(values[: window - len(kept)])
+            found[coordinate] = _window_of(extended)
     return found
 
 
@@ -156,7 +158,7 @@ class _Window:
     runs: list[tuple[int, str]]  # (run_pk, steps_digest) of the window's runs, newest first
 
 
-def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str, Values]:
+def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str, Window]:
     """Per coordinate, the finite values of its window's runs by step, newest first.
 
     800,000 baseline values (40 gates x 1,000 steps x window 20) made as many SQLAlchemy Row objects, and
@@ -168,7 +170,7 @@ def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str
     digest, nearly always, the per-step lists are a transposition.
     """
     items = sorted(windows.items(), key=lambda item: item[1].coordinate_pk)
-    found: dict[str, Values] = {}
+    found: dict[str, Window] = {}
     limit = _max_pairs(conn)
     chunk: list[tuple[str, _Window]] = []
     pairs = 0
@@ -183,7 +185,7 @@ def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str
     return found
 
 
-def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Window]:
     digest_of = {(w.coordinate_pk, run_pk): digest for _, w in chunk for run_pk, digest in w.runs}
     representative: dict[tuple[int, str], tuple[int, int]] = {}
     for pair, digest in digest_of.items():
@@ -197,36 +199,40 @@ def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dic
         steps_by_run.setdefault((coordinate_pk, run_pk), []).append(step)
     steps_of = {key: steps_by_run.get(pair, []) for key, pair in representative.items()}
     pairs = sorted(digest_of)
-    values: list[float] = []
-    for part in _by_rows(pairs, [len(steps_of[(pair[0], digest_of[pair])]) for pair in pairs]):
-        values += [row[0] for row in _points_rows(conn, (metric_points.c.value,), part)]
-    columns: dict[tuple[int, int], list[float]] = {}
-    start = 0
-    for pair in pairs:
-        end = start + len(steps_of[(pair[0], digest_of[pair])])
-        columns[pair] = values[start:end]
-        start = end
-    if start != len(values):
+    lengths = [len(steps_of[(pair[0], digest_of[pair])]) for pair in pairs]
+    parts = [
+        np.fromiter(chain.from_iterable(_points_rows(conn, (metric_points.c.value,), part)), np.float64)
+        for part in _by_rows(pairs, lengths)
+    ]
+    values = np.concatenate(parts) if parts else np.empty(0)
+    if len(values) != sum(lengths):
         # Points that no digest accounts for (written by something other than gatecfg): read by step.
         return _chunk_points_by_step(conn, chunk)
-    found: dict[str, Values] = {}
+    start_of = dict(zip(pairs, accumulate(lengths, initial=0), strict=False))
+    found: dict[str, Window] = {}
     for coordinate, w in chunk:
-        newest_first = [columns[(w.coordinate_pk, run_pk)] for run_pk, _ in w.runs]
         digests = {digest for _, digest in w.runs}
         if len(digests) == 1:
+            # One digest: the window's runs hold values at the same steps, and their pairs are adjacent
+            # in `pairs`, in run_pk order. A matrix of runs x steps, its rows put newest first.
             steps = steps_of[(w.coordinate_pk, digests.pop())]
-            found[coordinate] = dict(zip(steps, map(list, zip(*newest_first, strict=True)), strict=True))
+            first = min(start_of[(w.coordinate_pk, run_pk)] for run_pk, _ in w.runs)
+            block = values[first : first + len(w.runs) * len(steps)].reshape(len(w.runs), len(steps))
+            rank = {run_pk: i for i, run_pk in enumerate(sorted(run_pk for run_pk, _ in w.runs))}
+            found[coordinate] = Window.from_runs(steps, block[[rank[run_pk] for run_pk, _ in w.runs]])
             continue
         by_step: Values = {}
-        for (_, digest), column in zip(w.runs, newest_first, strict=True):
-            for step, value in zip(steps_of[(w.coordinate_pk, digest)], column, strict=True):
-                have = by_step.get(step)
-                if have is None:
-                    by_step[step] = [value]
-                else:
-                    have.append(value)
-        found[coordinate] = by_step
+        for run_pk, digest in w.runs:
+            steps = steps_of[(w.coordinate_pk, digest)]
+            start = start_of[(w.coordinate_pk, run_pk)]
+            for step, value in zip(steps, values[start : start + len(steps)].tolist(), strict=True):
+                by_step.setdefault(step, []).append(value)
+        found[coordinate] = _window_of(by_step)
     return found
+
+
+def _window_of(by_step: Mapping[int, Sequence[float]]) -> Window:
+    return Window.from_lists(by_step) or Window.from_runs([], np.empty((0, 0)))
 
 
 def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[Sequence[tuple[int, int]]]:
@@ -241,7 +247,7 @@ def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[
         yield pairs[start:]
 
 
-def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Values]:
+def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Window]:
     rank = {(w.coordinate_pk, run_pk): rn for _, w in chunk for rn, (run_pk, _) in enumerate(w.runs)}
     columns = (
         metric_points.c.coordinate_pk,
@@ -253,7 +259,7 @@ def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]
     by_pk: dict[int, Values] = {}
     for coordinate_pk, _, step, value in rows:
         by_pk.setdefault(coordinate_pk, {}).setdefault(step, []).append(value)
-    return {coordinate: by_pk.get(w.coordinate_pk, {}) for coordinate, w in chunk}
+    return {coordinate: _window_of(by_pk.get(w.coordinate_pk, {})) for coordinate, w in chunk}
 
 
 def _points_rows(

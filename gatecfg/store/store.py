@@ -38,6 +38,7 @@ from gatecfg.store.rows import (
     StoredPoint,
 )
 from gatecfg.store.tables import runs
+from gatecfg.windows import Baselines
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
@@ -116,7 +117,7 @@ class Store:
         window: int,
         baseline: Baseline = "trusted",
         exclude_run_id: str | None = None,
-    ) -> dict[tuple[str, int], list[float]]:
+    ) -> Baselines:
         """Per (coordinate hash, step): finite values of the newest `window` qualifying runs, newest first.
 
         `trusted` runs: the trust override, else the verdict when written. `nightly`: every run not
@@ -133,11 +134,10 @@ class Store:
                 exclude_run_id=exclude_run_id,
             )
             if carried:
-                found.update(
-                    links.baselines(
-                        conn, carried, window=window, baseline=baseline, exclude_run_id=exclude_run_id
-                    )
+                values = links.baselines(
+                    conn, carried, window=window, baseline=baseline, exclude_run_id=exclude_run_id
                 )
+                found.windows.update(Baselines.from_values(values).windows)
             return found
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
