@@ -520,8 +520,9 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
 def _evaluation(request: Request, values: int) -> Callable[[], object]:
     def evaluate() -> object:
         report = run_evaluation(request)
-        if len(report.verdicts) != values:
-            raise RuntimeError(f"{len(report.verdicts)} verdicts, expected {values}")
+        judged = sum(len(result) for result in report.results)
+        if judged != values:
+            raise RuntimeError(f"{judged} verdicts, expected {values}")
         return render(report, "text")
 
     return evaluate

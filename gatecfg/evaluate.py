@@ -15,7 +15,7 @@ import numpy as np
 from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values
 from gatecfg.models import Constraint, Reference
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import Selected
+from gatecfg.select import Selected, Selection
 from gatecfg.windows import Baselines, Counts, Window
 
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
@@ -123,7 +123,7 @@ def evaluate(
         GateVerdicts(
             gate=gate,
             coordinate=coordinate,
-            selection=tuple(selection),
+            selection=selection if isinstance(selection, Selection) else Selection.of(selection),
             window=baselines.window(coordinate),
             policy=policy,
             enforced=enforce and gate.enforce and gate.gated,
@@ -153,7 +153,7 @@ class GateVerdicts(Sequence[Verdict]):
         *,
         gate: ResolvedGate,
         coordinate: str,
-        selection: Sequence[Selected],
+        selection: Selection,
         window: Window | None,
         policy: Policy,
         enforced: bool,
@@ -166,7 +166,7 @@ class GateVerdicts(Sequence[Verdict]):
         self.enforced = enforced
         # Per step: its row in the window (-1: no baseline values) and how many values that row holds.
         self._rows = np.array(
-            [-1 if window is None or (row := window.row(s.step)) is None else row for s in selection],
+            [-1 if window is None or (row := window.row(step)) is None else row for step in selection.steps],
             np.int64,
         )
         self._sizes = window.counts[self._rows] if window is not None else np.zeros(len(selection), np.int64)
@@ -216,6 +216,13 @@ class GateVerdicts(Sequence[Verdict]):
         """The baseline values of the index-th selected step, newest first."""
         row, size = int(self._rows[index]), int(self._sizes[index])
         return [] if self.window is None or row < 0 else self.window.values[row, :size].tolist()
+
+    def band_at(self, index: int) -> Band:
+        """The band of the index-th selected step, which the store keeps beside its value."""
+        found = self._verdicts[index]
+        if found is not None:
+            return found.band
+        return band(self.gate.constraint, self.history(index), self.policy.reference)
 
     @property
     def has_history(self) -> bool:
@@ -278,7 +285,7 @@ BULK_MAX_WINDOW = 100_000
 
 def _statuses(
     gate: ResolvedGate,
-    selection: Sequence[Selected],
+    selection: Selection,
     window: Window | None,
     policy: Policy,
     *,
@@ -286,7 +293,7 @@ def _statuses(
     sizes: Counts,
 ) -> list[Status]:
     """Every step's status, exactly as `judge` decides it, with the band arithmetic done in arrays."""
-    values = np.array([np.nan if s.value is None or s.error is not None else s.value for s in selection])
+    values = selection.numbers()
     codes = np.full(len(selection), _CLOSE, np.int8)
     # A selected value is finite or an error, so NaN marks the errors.
     open_ = ~np.isnan(values)

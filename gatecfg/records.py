@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -46,15 +47,73 @@ class Point:
     location: Location = field(compare=False)
 
 
+class Column:
+    """One metric's logged points in step order, as parallel lists: step selection reads them in bulk, and
+    a `Point` (with the JSON text of its value) is built only when something asks for it."""
+
+    __slots__ = ("_logged", "_points", "locations", "steps", "values")
+
+    def __init__(
+        self,
+        steps: Sequence[int],
+        values: Sequence[float | None],
+        logged: Sequence[object],
+        locations: Sequence[Location],
+    ) -> None:
+        self.steps = steps
+        self.values = values  # the number each logged value denotes, None when it is not one
+        self._logged = logged  # the JSON values as parsed, for the text of messages
+        self.locations = locations
+        self._points: tuple[Point, ...] | None = None
+
+    @classmethod
+    def of_points(cls, points: Sequence[Point]) -> Column:
+        column = cls([p.step for p in points], [p.value for p in points], [], [p.location for p in points])
+        column._points = tuple(points)
+        return column
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Column) and self.points() == other.points()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by content, and not immutable
+
+    def point(self, index: int) -> Point:
+        if self._points is not None:
+            return self._points[index]
+        logged = self._logged[index]
+        return Point(self.steps[index], self.values[index], _json_text(logged), self.locations[index])
+
+    def points(self) -> tuple[Point, ...]:
+        if self._points is None:
+            self._points = tuple(self.point(i) for i in range(len(self.steps)))
+        return self._points
+
+
 @dataclass(frozen=True)
 class Record:
     """The metrics of one run: each metric's points sorted by step, and the files they came from."""
 
-    series: Mapping[str, tuple[Point, ...]]
+    columns: Mapping[str, Column]
     files: tuple[str, ...]
 
+    @classmethod
+    def of_points(cls, series: Mapping[str, Sequence[Point]], files: tuple[str, ...]) -> Record:
+        """A record of points made elsewhere (`gatecfg import`), each metric's sorted by step."""
+        return cls(MappingProxyType({m: Column.of_points(points) for m, points in series.items()}), files)
+
+    @property
+    def series(self) -> Mapping[str, tuple[Point, ...]]:
+        return {metric: column.points() for metric, column in self.columns.items()}
+
     def points(self, metric: str) -> tuple[Point, ...]:
-        return self.series.get(metric, ())
+        column = self.columns.get(metric)
+        return () if column is None else column.points()
+
+    def column(self, metric: str) -> Column | None:
+        return self.columns.get(metric)
 
 
 def parse_record_text(text: str, path: str) -> Record:
@@ -145,37 +204,55 @@ def _as_step(value: object) -> int | None:
     return None
 
 
-def _value_and_raw(value: object) -> tuple[float | None, str]:
-    """The numeric value of a logged JSON value (None when it is not a number) and its JSON text."""
+def _number(value: object) -> float | None:
+    """The number a logged JSON value denotes: None when it is not one."""
     # `type(...) is` rather than isinstance: it is faster, and a bool must not pass for an int.
     if type(value) is float:
-        # repr is the JSON text of a finite float, and faster than json.dumps, which spells NaN and Infinity.
-        return value, repr(value) if math.isfinite(value) else json.dumps(value)
+        return value
     if type(value) is int:
         try:
-            return float(value), repr(value)
+            return float(value)
         except OverflowError:
             # Beyond the float range: JSON reads 1e400 as Infinity, so a 400-digit integer is one too.
-            return (math.inf if value > 0 else -math.inf), repr(value)
-    raw = json.dumps(value, ensure_ascii=False)
+            return math.inf if value > 0 else -math.inf
     if type(value) is str:
-        return _NONFINITE.get(value.lower()), raw
-    return None, raw
+        return _NONFINITE.get(value.lower())
+    return None
+
+
+def _json_text(value: object) -> str:
+    """A logged JSON value as JSON text, for messages."""
+    if type(value) is float and math.isfinite(value):
+        return repr(value)  # the JSON text of a finite float, and faster than json.dumps
+    if type(value) is int:
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 class _Builder:
     """Accumulates points from one or more files, rejecting a step logged twice for one metric."""
 
     def __init__(self) -> None:
-        self._series: dict[str, dict[int, Point]] = {}
+        # Per metric: each step's index in the lists that follow, the logged values and their locations.
+        self._series: dict[str, tuple[dict[int, int], list[object], list[Location]]] = {}
         self._files: list[str] = []
 
     def build(self) -> Record:
-        series = {
-            metric: tuple(points[step] for step in sorted(points))
-            for metric, points in sorted(self._series.items())
-        }
-        return Record(MappingProxyType(series), tuple(self._files))
+        columns: dict[str, Column] = {}
+        for metric, (index, logged, locations) in sorted(self._series.items()):
+            steps = list(index)
+            if any(a > b for a, b in itertools.pairwise(steps)):  # files merged, or steps logged out of order
+                order = sorted(range(len(steps)), key=steps.__getitem__)
+                steps = [steps[i] for i in order]
+                columns[metric] = Column(
+                    steps,
+                    [_number(logged[i]) for i in order],
+                    [logged[i] for i in order],
+                    [locations[i] for i in order],
+                )
+            else:
+                columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
+        return Record(MappingProxyType(columns), tuple(self._files))
 
     def add_text(self, text: str, path: str) -> None:
         self._files.append(path)
@@ -247,20 +324,22 @@ class _Builder:
                 self._add(metric, step, pair[1], location)
 
     def _add(self, metric: str, step: int, value: object, location: Location) -> None:
-        points = self._series.get(metric)
-        if points is None:
-            points = self._series[metric] = {}
-        first = points.get(step)
-        if first is not None:
-            where = "both on this line" if first.location == location else f"first at {first.location}"
+        found = self._series.get(metric)
+        if found is None:
+            found = self._series[metric] = ({}, [], [])
+        index, logged, locations = found
+        if step in index:
+            first = locations[index[step]]
+            where = "both on this line" if first == location else f"first at {first}"
             raise InputError.at(
                 location,
                 f"step {step} is logged twice, {where}",
                 dotted=metric,
                 hint=_DUPLICATE_HINT,
             )
-        number, raw = _value_and_raw(value)
-        points[step] = Point(step, number, raw, location)
+        index[step] = len(logged)
+        logged.append(value)
+        locations.append(location)
 
 
 def _json_kind(value: object) -> str:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
 
 from gatecfg.errors import InputError, Location
 from gatecfg.models import Steps
@@ -25,7 +29,76 @@ class Selected:
     location: Location | None  # where the value came from
 
 
-def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> tuple[Selected, ...]:
+class Selection(Sequence[Selected]):
+    """The coordinates a gate selects from a record, as parallel lists: the evaluator reads steps and
+    values in bulk, and a `Selected` is built when something asks for one. Equal to a sequence of
+    equal `Selected`s."""
+
+    def __init__(
+        self,
+        steps: Sequence[int],
+        logged: Sequence[int | None],
+        values: Sequence[float | None],
+        errors: Sequence[str | None],
+        locations: Sequence[Location | None],
+    ) -> None:
+        self.steps = steps
+        self.logged = logged
+        self.values = values  # finite, or None where errors holds why
+        self.errors = errors
+        self.locations = locations
+
+    @classmethod
+    def of(cls, items: Iterable[Selected]) -> Selection:
+        items = list(items)
+        return cls(
+            [s.step for s in items],
+            [s.logged_step for s in items],
+            [s.value for s in items],
+            [s.error for s in items],
+            [s.location for s in items],
+        )
+
+    def numbers(self) -> npt.NDArray[np.float64]:
+        """The values as an array, NaN where a coordinate is an error."""
+        return np.array(
+            [
+                np.nan if v is None or e is not None else v
+                for v, e in zip(self.values, self.errors, strict=True)
+            ],
+            np.float64,
+        )
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @overload
+    def __getitem__(self, index: int) -> Selected: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Selected]: ...
+    def __getitem__(self, index: int | slice) -> Selected | list[Selected]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return Selected(
+            self.steps[index],
+            self.logged[index],
+            self.values[index],
+            self.errors[index],
+            self.locations[index],
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Selection({list(self)!r})"
+
+
+def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selection:
     """The coordinates of `metric` under `steps`.
 
     A missing metric or step is an error coordinate whether or not the gate is gated: the evaluator decides
@@ -34,24 +107,34 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> tuple[S
     all (a string, null, an object) at a gated coordinate means the record does not hold what the gate
     declares, so it is an input error; at a tracked coordinate it is dropped.
     """
-    points = record.points(metric)
-    if not points:
-        stored = steps if isinstance(steps, tuple) else (LAST_STEP,)
-        return tuple(Selected(step, None, None, METRIC_MISSING, None) for step in stored)
+    column = record.column(metric)
+    if column is None or not len(column):
+        missing = steps if isinstance(steps, tuple) else (LAST_STEP,)
+        return Selection.of(Selected(step, None, None, METRIC_MISSING, None) for step in missing)
+    # The stored steps, and where each was logged in the column (-1: not logged).
+    stored: Sequence[int]
+    indices: Sequence[int]
     if steps == "all":
-        judged = [_judge(metric, point.step, point, gated=gated, last=False) for point in points]
+        stored, indices = column.steps, range(len(column))
     elif steps == "last":
         # The highest step whatever its value: skipping a NaN there would gate an older point silently.
-        judged = [_judge(metric, LAST_STEP, points[-1], gated=gated, last=True)]
+        stored, indices = [LAST_STEP], [len(column) - 1]
     else:
-        by_step = {point.step: point for point in points}
-        judged = [
-            _judge(metric, step, by_step[step], gated=gated, last=False)
-            if step in by_step
-            else Selected(step, None, None, f"step {step} missing ({_describe_logged(points)})", None)
-            for step in steps
-        ]
-    return tuple(selected for selected in judged if selected is not None)
+        position = {step: i for i, step in enumerate(column.steps)}
+        stored, indices = steps, [position.get(step, -1) for step in steps]
+    values = column.values if steps == "all" else [column.values[i] if i >= 0 else None for i in indices]
+    if None not in values and np.isfinite(np.array(values, np.float64)).all():
+        # Every step logged with a finite number: nearly always, and read as whole lists.
+        logged = column.steps if steps == "all" else [column.steps[i] for i in indices]
+        locations = column.locations if steps == "all" else [column.locations[i] for i in indices]
+        return Selection(stored, logged, values, [None] * len(values), locations)
+    judged = [
+        _judge(metric, step, column.point(i), gated=gated, last=steps == "last")
+        if i >= 0
+        else Selected(step, None, None, f"step {step} missing ({_describe_logged(column.steps)})", None)
+        for step, i in zip(stored, indices, strict=True)
+    ]
+    return Selection.of(selected for selected in judged if selected is not None)
 
 
 def _judge(metric: str, step: int, point: Point, *, gated: bool, last: bool) -> Selected | None:
@@ -91,8 +174,7 @@ def step_ranges(steps: Iterable[int]) -> str:
     return ", ".join(texts)
 
 
-def _describe_logged(points: tuple[Point, ...]) -> str:
-    ordered = [point.step for point in points]
+def _describe_logged(ordered: Sequence[int]) -> str:
     if len(ordered) == 1:
         return f"logged step {ordered[0]}"
     texts = step_ranges(ordered)

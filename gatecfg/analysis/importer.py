@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location
 from gatecfg.records import Point, Record, shorten
@@ -261,11 +260,8 @@ def _csv_run(
 
 
 def _record(series: Mapping[str, Mapping[int, Point]], path: str) -> Record:
-    return Record(
-        MappingProxyType(
-            {m: tuple(points[s] for s in sorted(points)) for m, points in sorted(series.items())}
-        ),
-        (path,),
+    return Record.of_points(
+        {m: [points[s] for s in sorted(points)] for m, points in sorted(series.items())}, (path,)
     )
 
 

@@ -138,13 +138,11 @@ def _points(
             steps_key=r.gate.steps_key,
             constraint_key=r.gate.constraint_key,
         )
-        stored = [
-            StoredPoint(
-                step=v.step, value=v.value, status=v.status, ref=v.band.ref, lo=v.band.lo, hi=v.band.hi
-            )
-            for v in r
-            if v.value is not None
-        ]
+        stored = []
+        for i, (step, value) in enumerate(zip(r.selection.steps, r.selection.values, strict=True)):
+            if value is not None:
+                at = r.band_at(i)  # the band alone: a nightly stores 40,000 of them, with no reasons
+                stored.append(StoredPoint(step, value, r.statuses[i], at.ref, at.lo, at.hi))
         if stored:
             points.setdefault(spec, []).extend(stored)
     return points
