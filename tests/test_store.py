@@ -22,6 +22,7 @@ from alembic.script import ScriptDirectory
 import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.store.store import SCHEMA_REVISION
 from gatecfg.store.tables import metadata
 
 T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
@@ -135,6 +136,11 @@ def test_first_use_of_a_sqlite_path_creates_the_file_and_migrates_it(tmp_path: P
     assert revision == [(ScriptDirectory.from_config(migrations_config()).get_current_head(),)]
     assert {"runs", "coordinates", "run_coordinates", "metric_points", "metric_values"} <= names
     assert journal_mode == ("wal",)
+
+
+def test_the_schema_revision_a_store_is_checked_against_is_the_newest_migration() -> None:
+    # Store.open compares with this constant, so that a CI job does not import Alembic to read its head.
+    assert ScriptDirectory.from_config(migrations_config()).get_current_head() == SCHEMA_REVISION
 
 
 @pytest.mark.postgres

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import sqlalchemy as sa
-from alembic.util import CommandError
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
@@ -118,11 +117,15 @@ def _postgresql_engine(url: URL) -> Engine:
 
 
 @contextmanager
-def store_errors(where: str, action: str, *, hint: str) -> Iterator[None]:
-    """Turn a driver, SQLAlchemy, Alembic or OS failure into a one-line StoreError naming the store."""
+def store_errors(
+    where: str, action: str, *, hint: str, also: tuple[type[Exception], ...] = ()
+) -> Iterator[None]:
+    """Turn a driver, SQLAlchemy or OS failure (or one of `also`, such as Alembic's) into a one-line
+    StoreError naming the store."""
+    caught: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *also)
     try:
         yield
-    except (SQLAlchemyError, CommandError, OSError) as exc:
+    except caught as exc:
         raise StoreError.at(where, f"cannot {action}: {_reason(exc)}", hint=hint) from exc
 
 

@@ -7,13 +7,9 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from gatecfg.errors import StoreError
@@ -40,7 +36,13 @@ from gatecfg.store.rows import (
 from gatecfg.store.tables import runs
 from gatecfg.windows import Baselines
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).with_name("migrations")
+# The newest migration in MIGRATIONS (a test holds the two together) and the table Alembic records it in.
+SCHEMA_REVISION = "0002"
+VERSION_TABLE = "alembic_version"
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # Serialises concurrent `db upgrade`s on one PostgreSQL database (any constant shared by all gatecfgs).
 PG_UPGRADE_LOCK = 0x6761746563666701
@@ -66,7 +68,7 @@ class Store:
         store = cls(create_engine(parsed), redact(parsed))
         try:
             current = store._current_revision()
-            if check_schema and current != _head():
+            if check_schema and current != SCHEMA_REVISION:
                 store._reach_head(current)
         except BaseException:
             store.close()
@@ -86,7 +88,14 @@ class Store:
 
     def upgrade(self) -> None:
         """Apply the migrations up to head, in one transaction that concurrent upgraders wait for."""
-        with self._errors("upgrade the history store schema"), self._writer.begin() as conn:
+        # Imported here: only an upgrade needs Alembic, and a CI job's start pays a tenth of a second for it.
+        from alembic import command
+        from alembic.util import CommandError
+
+        with (
+            store_errors(self.url, "upgrade the history store schema", hint=STORE_HINT, also=(CommandError,)),
+            self._writer.begin() as conn,
+        ):
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(PG_UPGRADE_LOCK)))
             config = _alembic_config()
@@ -228,9 +237,16 @@ class Store:
         return store_errors(self.url, action, hint=hint)
 
     def _current_revision(self) -> str | None:
+        """The schema revision Alembic recorded, read without importing Alembic, or None for a store with
+        no gatecfg schema."""
         hint = SQLITE_CONNECT_HINT if self._engine.dialect.name == "sqlite" else CONNECT_HINT
         with self._errors("connect to the history store", hint=hint), self._engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            if not sa.inspect(conn).has_table(VERSION_TABLE):
+                return None
+            revision: str | None = conn.execute(
+                sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
+            ).scalar()
+            return revision
 
     def _reach_head(self, current: str | None) -> None:
         if current is not None and current not in _known_revisions():
@@ -245,21 +261,21 @@ class Store:
         has = "no gatecfg schema yet" if current is None else f"schema revision {current}"
         raise StoreError.at(
             self.url,
-            f"the history store has {has}; this gatecfg needs revision {_head()}",
+            f"the history store has {has}; this gatecfg needs revision {SCHEMA_REVISION}",
             hint=f"run `gatecfg db upgrade --db {self.url}` once, as a role that may create tables",
         )
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     # The option value goes through configparser interpolation, where a literal % must be doubled.
     config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
     return config
 
 
-def _head() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
-
-
 def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
     return {script.revision for script in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
