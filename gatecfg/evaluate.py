@@ -118,7 +118,8 @@ def evaluate(
     enforce: bool = True,
 ) -> list[GateVerdicts]:
     """The verdicts of every selected coordinate of every gate (`(gate, coordinate hash, selection)`), one
-    `GateVerdicts` per gate in the order given."""
+    `GateVerdicts` per gate in the order given. A gate that selected nothing (a tracked metric whose every
+    value was NaN) has no verdicts, and no entry."""
     return [
         GateVerdicts(
             gate=gate,
@@ -129,6 +130,7 @@ def evaluate(
             enforced=enforce and gate.enforce and gate.gated,
         )
         for gate, coordinate, selection in gates
+        if selection
     ]
 
 
@@ -169,8 +171,10 @@ class GateVerdicts(Sequence[Verdict]):
             [-1 if window is None or (row := window.row(step)) is None else row for step in selection.steps],
             np.int64,
         )
-        self._sizes = window.counts[self._rows] if window is not None else np.zeros(len(selection), np.int64)
-        self._sizes[self._rows < 0] = 0
+        self._sizes = np.zeros(len(selection), np.int64)
+        if window is not None:
+            known = self._rows >= 0
+            self._sizes[known] = window.counts[self._rows[known]]
         self.statuses: tuple[Status, ...] = tuple(
             _statuses(gate, selection, window, policy, rows=self._rows, sizes=self._sizes)
         )

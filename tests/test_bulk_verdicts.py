@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -158,3 +159,12 @@ def test_a_window_keeps_each_steps_values_newest_first() -> None:
     assert dict(baselines) == {("c", 1): [1.0], ("c", 3): [0.5, 0.25]}
     assert baselines == {("c", 1): [1.0], ("c", 3): [0.5, 0.25]}
     assert ("c", 2) not in baselines
+
+
+def test_a_gate_that_selected_nothing_has_no_entry_and_a_window_without_values_is_cold() -> None:
+    constraint = Constraint(rel_up=0.1)
+    empty = Baselines({COORDINATE: Window.from_runs([], np.empty((3, 0)))})
+    selection = [Selected(0, 0, 1.0, None, None), Selected(1, 1, 2.0, None, None)]
+    assert evaluate([(_gate(None), COORDINATE, [])], empty, _policy()) == []
+    [result] = evaluate([(_gate(constraint), COORDINATE, selection)], empty, _policy())
+    assert (result.statuses, result.has_history, result.status) == (("cold", "cold"), False, "cold")
