@@ -56,16 +56,37 @@ class Band:
 def reference(values: Sequence[float], how: Reference = "mean") -> float:
     """The mean (SPEC §4) or, with `policy.reference: median`, the median of the window."""
     if how == "median":
-        return tidy(statistics.median(values))
-    return tidy(math.fsum(values) / len(values))
+        middle = statistics.median(values)
+        if math.isinf(middle):  # the two middle values add up beyond the float range; their mean does not
+            ordered = sorted(values)
+            middle = ordered[len(values) // 2 - 1] / 2 + ordered[len(values) // 2] / 2
+        return tidy(middle)
+    return tidy(_mean(values))
+
+
+def _mean(values: Sequence[float]) -> float:
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:
+        # Values near the float maximum (a diverged run) add up beyond it; their mean does not.
+        return math.fsum(v / len(values) for v in values)
 
 
 def spread(values: Sequence[float]) -> float | None:
-    """Sample standard deviation (n - 1), around the mean whichever reference the policy picks."""
+    """Sample standard deviation (n - 1), around the mean whichever reference the policy picks; infinite
+    when the values lie further apart than the float range."""
     if len(values) < SIGMA_MIN_VALUES:
         return None
-    mean = math.fsum(values) / len(values)
-    return tidy(math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)))
+    mean = _mean(values)
+    try:
+        return tidy(math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)))
+    except OverflowError:
+        # Squares beyond the float range: the same sum with every deviation scaled by the largest.
+        deviations = [v - mean for v in values]
+        scale = max(abs(d) for d in deviations)
+        if math.isinf(scale):
+            return math.inf
+        return tidy(scale * math.sqrt(math.fsum((d / scale) ** 2 for d in deviations) / (len(values) - 1)))
 
 
 def _width(
@@ -113,13 +134,19 @@ def band(constraint: Constraint | None, history: Sequence[float], how: Reference
     sd = spread(history) if has_sigma else None
     up = _width(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
     down = _width(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
-    return Band(
-        ref,
-        len(history),
-        None if down is None else tidy(ref - down),
-        None if up is None else tidy(ref + up),
-        sd,
-    )
+    return Band(ref, len(history), _edge(ref, down, -1.0), _edge(ref, up, 1.0), _finite(sd))
+
+
+def _edge(ref: float, width: float | None, sign: float) -> float | None:
+    """`ref + sign * width`, rounded; None for a side with no width, or one so wide that it leaves the
+    float range (nothing finite lies beyond it, so it is as open as a side with no keys)."""
+    if width is None:
+        return None
+    return _finite(tidy(ref + sign * width))
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
 
 
 def limits_breach(value: float, limits: Limits | None) -> str | None:
