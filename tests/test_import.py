@@ -271,6 +271,18 @@ def test_importing_again_skips_stored_runs_and_duplicates_nothing(tmp_path: Path
         assert len(store.history(test=TEST, metric=EVAL)) == 3
 
 
+def test_importing_the_same_export_again_still_names_what_it_holds(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    gates = _gates(tmp_path)
+    csv = f"run_id,date,commit,{EVAL}\nn1,2024-05-01,c1,0.5\n"
+    first = _import(tmp_path, csv, db, gates=gates)
+    again = _import(tmp_path, csv, db, gates=gates)
+    assert "imported 0 run(s)" in again.out
+    # Every run skipped: the metrics it holds are still the export's, not "absent from the export".
+    assert EVAL not in again.out.split("absent from the export:")[-1]
+    assert again.out.splitlines()[2:] == first.out.splitlines()[2:]
+
+
 @pytest.mark.parametrize(
     ("csv", "expected"),
     [
@@ -380,21 +392,17 @@ def test_a_store_failure_midway_exits_3_and_leaves_no_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
 ) -> None:
     scenario = write_scenario(tmp_path)
-    real = store_writes.write_run
-    calls = {"n": 0}
 
-    def failing(*args: object, **kwargs: object) -> bool:
-        calls["n"] += 1
-        if calls["n"] == 200:
-            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def failing(*args: object, **kwargs: object) -> None:
+        # After every run row is inserted, in the import's one transaction.
+        raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
 
-    monkeypatch.setattr(store_writes, "write_run", failing)
+    monkeypatch.setattr(store_writes, "_insert_points", failing)
     result = run_cli("import", "--test", TEST, scenario.export, "--gates", scenario.gates, "--db", store_url)
     assert result.code == 3
     assert "disk I/O error" in result.err
     assert "Traceback" not in result.err
-    monkeypatch.setattr(store_writes, "write_run", real)
+    monkeypatch.undo()
     with Store.open(store_url) as store:
         assert store.runs() == []
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -79,9 +79,13 @@ def backfill(
     labels: Mapping[str, str],
     export: Export,
     stored: Sequence[tuple[datetime, StoredRun]],
+    *,
+    already_stored: Collection[str] = (),
 ) -> Backfill:
-    """The runs of `export` to write, their points judged in date order among the series' `stored` runs."""
+    """The runs of `export` to write (all but those `already_stored`), their points judged in date order
+    among the series' `stored` runs; which metrics the export holds is read from all of its runs."""
     check_shapes(test, export)
+    fresh = [run for run in export.runs if run.run_id not in already_stored]
     imported = [
         (
             run.created_at,
@@ -95,7 +99,7 @@ def backfill(
                 values={(g.metric, g.steps_key): _values(g, run) for g in test.gates},
             ),
         )
-        for run in export.runs
+        for run in fresh
     ]
     # Stable: a stored run and an imported one of the same time keep stored-first order.
     timeline = sorted([*stored, *imported], key=lambda item: item[0])
@@ -113,7 +117,7 @@ def backfill(
         for g in test.gates
     }
     writes: list[tuple[RunInfo, Points]] = []
-    for run in export.runs:
+    for run in fresh:
         points: Points = {}
         for metric, verdicts in by_id[run.run_id].verdicts.items():
             for step in sorted(verdicts):
@@ -141,7 +145,7 @@ def backfill(
         )
         writes.append((info, points))
     declared = {g.metric for g in test.gates}
-    given = {m for run in export.runs for m in run.record.series}
+    given = {m for run in export.runs for m in run.record.columns}
     return Backfill(
         runs=tuple(writes),
         undeclared=tuple(sorted(given - declared)),

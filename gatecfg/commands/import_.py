@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,9 +40,7 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
             for run in stored_runs(store, test, [g.metric for g in resolved.gates])
             if run.run_id in when
         ]
-        plan = backfill(
-            resolved, series, labels, dataclasses.replace(export, runs=fresh), stored_timeline(stored)
-        )
+        plan = backfill(resolved, series, labels, export, stored_timeline(stored), already_stored=known)
         written = store.write_runs(plan.runs) if plan.runs else []
         url = store.url
     skipped = len(export.runs) - sum(written)

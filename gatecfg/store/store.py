@@ -107,7 +107,8 @@ class Store:
     def write_run(self, run: RunInfo, points: Mapping[CoordinateSpec, Sequence[StoredPoint]]) -> bool:
         """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
-            return writes.write_run(conn, run, points, where=self.url)
+            [stored] = writes.write_runs(conn, [(run, points)], where=self.url)
+            return stored
 
     def write_runs(
         self, items: Sequence[tuple[RunInfo, Mapping[CoordinateSpec, Sequence[StoredPoint]]]]
@@ -117,7 +118,7 @@ class Store:
         Per run as `write_run`: False, writing nothing for it, when its run id is already stored.
         """
         with self._errors(f"write {len(items)} runs to the history store"), self._writer.begin() as conn:
-            return [writes.write_run(conn, run, points, where=self.url) for run, points in items]
+            return writes.write_runs(conn, items, where=self.url)
 
     def baselines(
         self,

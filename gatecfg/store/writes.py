@@ -20,61 +20,73 @@ from gatecfg.store.rows import CoordinateSpec, RunInfo, StoredPoint
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
 
 
-def write_run(
+def write_runs(
     conn: Connection,
-    run: RunInfo,
-    points: Mapping[CoordinateSpec, Sequence[StoredPoint]],
+    items: Sequence[tuple[RunInfo, Mapping[CoordinateSpec, Sequence[StoredPoint]]]],
     *,
     where: str,
-) -> bool:
-    """Insert the run and its points; False, writing nothing, when the run id is already stored."""
-    for spec in points:
-        if (spec.test, spec.series_key) != (run.test, run.series_key):
-            raise ValueError(
-                f"coordinate {spec.coordinate} belongs to another series than run {run.run_id!r}"
-            )
+) -> list[bool]:
+    """Insert runs and their points: per run, False, writing nothing for it, when its run id is already
+    stored. The coordinates, run coordinates and points of all the runs go in one statement each, so an
+    import of 10,000 runs costs a statement per run, not five."""
+    for run, points in items:
+        for spec in points:
+            if (spec.test, spec.series_key) != (run.test, run.series_key):
+                raise ValueError(
+                    f"coordinate {spec.coordinate} belongs to another series than run {run.run_id!r}"
+                )
     # ON CONFLICT rather than a prior SELECT: a concurrent writer of the same run id (a retried CI job)
     # waits for the first to commit and then inserts nothing.
-    run_pk = conn.execute(
-        _insert_ignoring(conn, runs, "run_id").values(_run_values(run)).returning(runs.c.pk)
-    ).scalar_one_or_none()
-    if run_pk is None:
-        return False
+    insert_run = _insert_ignoring(conn, runs, "run_id").returning(runs.c.pk)
+    written: list[tuple[int, Mapping[CoordinateSpec, Sequence[StoredPoint]]]] = []
+    stored_now: list[bool] = []
+    for run, points in items:
+        run_pk = conn.execute(insert_run, _run_values(run)).scalar_one_or_none()
+        stored_now.append(run_pk is not None)
+        if run_pk is not None:
+            written.append((run_pk, points))
     # A stable order makes concurrent PostgreSQL writers lock shared coordinate rows alike (no deadlock).
-    specs = sorted((spec for spec, stored in points.items() if stored), key=lambda s: s.coordinate)
-    if not specs:
-        return True
-    coordinate_pks = _coordinate_pks(conn, specs, where=where)
-    conn.execute(
-        sa.insert(run_coordinates),
-        [
-            {
-                "coordinate_pk": coordinate_pks[spec.coordinate],
-                "run_pk": run_pk,
-                "n_values": len(points[spec]),
-                "steps_digest": steps_digest(points[spec]),
-            }
-            for spec in specs
-        ],
+    specs = sorted(
+        {
+            spec.coordinate: spec for _, points in written for spec, stored in points.items() if stored
+        }.values(),
+        key=lambda s: s.coordinate,
     )
-    _insert_points(
-        conn,
-        [
-            (
-                coordinate_pks[spec.coordinate],
-                run_pk,
-                point.step,
-                None if math.isnan(point.value) else point.value,
-                point.status,
-                point.ref,
-                point.lo,
-                point.hi,
-            )
-            for spec in specs
-            for point in points[spec]
-        ],
-    )
-    return True
+    if specs:
+        coordinate_pks = _coordinate_pks(conn, specs, where=where)
+        conn.execute(
+            sa.insert(run_coordinates),
+            [
+                {
+                    "coordinate_pk": coordinate_pks[spec.coordinate],
+                    "run_pk": run_pk,
+                    "n_values": len(stored),
+                    "steps_digest": steps_digest(stored),
+                }
+                for run_pk, points in written
+                for spec, stored in points.items()
+                if stored
+            ],
+        )
+        _insert_points(
+            conn,
+            [
+                (
+                    coordinate_pks[spec.coordinate],
+                    run_pk,
+                    point.step,
+                    None if math.isnan(point.value) else point.value,
+                    point.status,
+                    point.ref,
+                    point.lo,
+                    point.hi,
+                )
+                for run_pk, points in written
+                for spec, stored in points.items()
+                for point in stored
+            ],
+        )
+    return stored_now
 
 
 def _insert_points(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
