@@ -194,9 +194,9 @@ def _clean_nights(replayed: Replay, warmup: int) -> list[RunReplay]:
 
 def _rates(replayed: Replay, metric: str, warmup: int) -> tuple[float, float]:
     nights = _clean_nights(replayed, warmup)
-    failed = sum(r.outcomes[metric].status == "fail" for r in nights)
-    steps = [v for r in nights for v in r.verdicts[metric].values() if v.status in ("pass", "fail")]
-    return failed / len(nights), sum(v.status == "fail" for v in steps) / len(steps)
+    failed = sum(r.results[metric].status == "fail" for r in nights)
+    judged = sum(r.results[metric].judged for r in nights)
+    return failed / len(nights), sum(r.results[metric].failing for r in nights) / judged
 
 
 def _mean_estimate(replayed: Replay, gate: ResolvedGate, policy: Policy) -> float | None:
@@ -205,7 +205,8 @@ def _mean_estimate(replayed: Replay, gate: ResolvedGate, policy: Policy) -> floa
     clean = [r for r in replayed.runs if not r.run.untrusted_by_hand]
     found: list[float] = []
     for i in range(policy.window, len(clean), ESTIMATE_EVERY):
-        bands = {step: v.band for step, v in clean[i].verdicts[gate.metric].items()}
+        result = clean[i].results[gate.metric]
+        bands = {step: result.band_at(k) for k, step in enumerate(result.selection.steps)}
         before = clean[i - policy.window : i]
         values = {
             step: [stored[step].value for r in before if step in (stored := r.run.values[key])]
@@ -228,7 +229,7 @@ def calibrate(metric: str, body: str, *, nights: int, steps: int, seed: int) -> 
     nightly = replay(single(gate, nightly_policy), "sim", runs, nightly_policy)
     per_night_nightly, _ = _rates(nightly, metric, policy.window)
     probes = [r for r in trusted.runs if r.run.untrusted_by_hand]
-    detects = sum(r.outcomes[metric].status == "fail" for r in probes) / len(probes)
+    detects = sum(r.results[metric].status == "fail" for r in probes) / len(probes)
     literal = gate.constraint_key + (f" tolerate={gate.tolerate}" if gate.tolerate else "")
     estimate = _mean_estimate(trusted, gate, policy)
     return Row(metric, literal, per_night, per_night_nightly, per_step, estimate, detects)

@@ -12,10 +12,11 @@ from typing import Literal, overload
 
 import numpy as np
 
-from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values
+from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values, reference
 from gatecfg.models import Constraint, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
+from gatecfg.store.rows import StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
@@ -222,11 +223,29 @@ class GateVerdicts(Sequence[Verdict]):
         return [] if self.window is None or row < 0 else self.window.values[row, :size].tolist()
 
     def band_at(self, index: int) -> Band:
-        """The band of the index-th selected step, which the store keeps beside its value."""
+        """The band of the index-th selected step, without its reason."""
         found = self._verdicts[index]
         if found is not None:
             return found.band
         return band(self.gate.constraint, self.history(index), self.policy.reference)
+
+    def ref_at(self, index: int) -> float | None:
+        """The band's reference at the index-th selected step (None without history), without its edges."""
+        found = self._verdicts[index]
+        if found is not None:
+            return found.band.ref
+        history = self.history(index)
+        return reference(history, self.policy.reference) if history else None
+
+    def stored_points(self) -> list[StoredPoint]:
+        """What the store keeps of the gate's steps: each value with its status and band (not its
+        reason); a step without a value (an error) stores nothing."""
+        points = []
+        for i, (step, value) in enumerate(zip(self.selection.steps, self.selection.values, strict=True)):
+            if value is not None:
+                at = self.band_at(i)
+                points.append(StoredPoint(step, value, self.statuses[i], at.ref, at.lo, at.hi))
+        return points
 
     @property
     def has_history(self) -> bool:

@@ -14,7 +14,6 @@ replay with the trust the store gives it now.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -119,16 +118,10 @@ def backfill(
     writes: list[tuple[RunInfo, Points]] = []
     for run in fresh:
         points: Points = {}
-        for metric, verdicts in by_id[run.run_id].verdicts.items():
-            for step in sorted(verdicts):
-                v = verdicts[step]
-                if v.value is None or not math.isfinite(v.value):
-                    continue  # as evaluate: an error coordinate stores nothing
-                points.setdefault(specs[metric], []).append(
-                    StoredPoint(
-                        step=step, value=v.value, status=v.status, ref=v.band.ref, lo=v.band.lo, hi=v.band.hi
-                    )
-                )
+        for metric, result in by_id[run.run_id].results.items():
+            kept = result.stored_points()  # as evaluate --write stores them
+            if kept:
+                points[specs[metric]] = kept
         info = RunInfo(
             run_id=run.run_id,
             test=test.test,

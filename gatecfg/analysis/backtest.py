@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.band import Band, band
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, Verdict, evaluate, trusted
+from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected
@@ -65,8 +65,7 @@ class StoredRun:
 @dataclass(frozen=True)
 class RunReplay:
     run: StoredRun
-    outcomes: Mapping[str, GateVerdicts]  # by metric
-    verdicts: Mapping[str, Mapping[int, Verdict]]  # by metric, then step
+    results: Mapping[str, GateVerdicts]  # by metric: each step's status, its band built when asked for
     trusted: bool
 
 
@@ -118,8 +117,7 @@ def replay(test: ResolvedTest, series: str, runs: Sequence[StoredRun], policy: P
         }
         results = evaluate(selections, Baselines.from_values(windows), policy)
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        by_metric = {r.gate.metric: {v.step: v for v in r} for r in results}
-        replayed.append(RunReplay(run, {r.gate.metric: r for r in results}, by_metric, is_trusted))
+        replayed.append(RunReplay(run, {r.gate.metric: r for r in results}, is_trusted))
         qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
         for gate, _, chosen in selections:
             for s in chosen:
@@ -257,12 +255,13 @@ def _tracks(replayed: Replay, metric: str) -> dict[int | None, Track]:
     None), and each step's status and reference."""
     found: dict[int | None, Track] = {None: []}
     for r in replayed.runs:
-        if metric not in r.outcomes:
+        result = r.results.get(metric)
+        if result is None:
             continue
-        verdicts = r.verdicts[metric]
-        found[None].append((r.run, r.outcomes[metric].status, _mean(v.band.ref for v in verdicts.values())))
-        for step, v in verdicts.items():
-            found.setdefault(step, []).append((r.run, v.status, v.band.ref))
+        refs = [result.ref_at(i) for i in range(len(result))]
+        found[None].append((r.run, result.status, _mean(refs)))
+        for step, status, ref in zip(result.selection.steps, result.statuses, refs, strict=True):
+            found.setdefault(step, []).append((r.run, status, ref))
     return found
 
 

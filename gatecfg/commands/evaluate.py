@@ -138,11 +138,8 @@ def _points(
             steps_key=r.gate.steps_key,
             constraint_key=r.gate.constraint_key,
         )
-        stored = []
-        for i, (step, value) in enumerate(zip(r.selection.steps, r.selection.values, strict=True)):
-            if value is not None:
-                at = r.band_at(i)  # the band alone: a nightly stores 40,000 of them, with no reasons
-                stored.append(StoredPoint(step, value, r.statuses[i], at.ref, at.lo, at.hi))
+        # The band alone, not the reason: a nightly stores 40,000 of them.
+        stored = r.stored_points()
         if stored:
             points.setdefault(spec, []).extend(stored)
     return points
