@@ -464,6 +464,34 @@ def test_coordinates_for_counts_the_history_under_each_key(store: Store) -> None
 # --- trust and reads ----------------------------------------------------------------------------------
 
 
+def test_test_values_reads_every_value_of_a_test_with_the_first_key_of_a_quantity_first(store: Store) -> None:
+    # One run holding the reward under two constraint keys (as after a carry): the key that sorts first
+    # comes first; a NaN reads back as NaN; another metric of the test is not read unless asked for.
+    other_key = CoordinateSpec("0ther0ther00", SERIES, TEST, REWARD.metric, '"all"', '{"rel_down":0.9}')
+    store.write_run(
+        run_info("r0", day=0), {REWARD: points({0: 1.0, 1: math.nan}), other_key: points({0: 5.0})}
+    )
+    store.write_run(run_info("r1", day=1), {GRAD_NORM: points({3: 2.5})})
+
+    rows = store.test_values(test=TEST, metrics=[REWARD.metric])
+
+    assert REWARD.constraint_key < other_key.constraint_key
+    assert [row[:4] for row in rows] == [
+        ("r0", REWARD.metric, '"all"', 0),
+        ("r0", REWARD.metric, '"all"', 1),
+        ("r0", REWARD.metric, '"all"', 0),
+    ]
+    assert [row[4] for row in rows][::2] == [1.0, 5.0]
+    assert math.isnan(rows[1][4])
+    assert store.test_values(test=TEST, metrics=[GRAD_NORM.metric])[0][:5] == (
+        "r1",
+        GRAD_NORM.metric,
+        '"all"',
+        3,
+        2.5,
+    )
+
+
 @pytest.mark.parametrize(
     ("selector", "matched"),
     [({"run_id": "r1"}, 1), ({"commit": "abc123"}, 2), ({"ci_run_id": "9001"}, 2)],

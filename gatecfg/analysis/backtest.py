@@ -446,12 +446,10 @@ def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredR
     """Every stored run of `test`, oldest first, with its values of `metrics` (one query per metric)."""
     runs = list(reversed(store.runs(test=test)))
     values: dict[str, dict[tuple[str, str], dict[int, StoredValue]]] = {r.run.run_id: {} for r in runs}
-    for metric in metrics:
-        for row in store.history(test=test, metric=metric):
-            key = (row.coordinate.metric, row.coordinate.steps_key)
-            by_step = values.setdefault(row.run_id, {}).setdefault(key, {})
-            # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
-            by_step.setdefault(row.point.step, StoredValue(row.point.value, row.point.status))
+    for run_id, metric, steps_key, step, value, status in store.test_values(test=test, metrics=metrics):
+        by_step = values.setdefault(run_id, {}).setdefault((metric, steps_key), {})
+        # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
+        by_step.setdefault(step, StoredValue(value, status))
     return [
         StoredRun(
             run_id=r.run.run_id,

@@ -13,7 +13,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gatecfg.store.engine import chunks
+from gatecfg.store.engine import chunks, driver_rows
 from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
@@ -265,11 +265,7 @@ def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]
 def _points_rows(
     conn: Connection, columns: Sequence[sa.ColumnElement[Any]], pairs: Iterable[tuple[int, int]]
 ) -> Sequence[Any]:
-    """The finite points of these (coordinate_pk, run_pk) pairs in primary-key order, as DBAPI tuples.
-
-    The statement is compiled by SQLAlchemy and run with exec_driver_sql, which keeps the connection's
-    transaction and error handling; only the rows skip the Row objects.
-    """
+    """The finite points of these (coordinate_pk, run_pk) pairs in primary-key order, as DBAPI tuples."""
     pairs = list(pairs)
     if not pairs:
         return []
@@ -292,15 +288,7 @@ def _points_rows(
         )
         .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
     )
-    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    # A tuple, not a list, for positional parameters: exec_driver_sql reads a list as many parameter sets.
-    args: Any = tuple(params[name] for name in compiled.positiontup or ()) if compiled.positional else params
-    result = conn.exec_driver_sql(str(compiled), args)
-    try:
-        return result.cursor.fetchall() if result.cursor is not None else []
-    finally:
-        result.close()
+    return driver_rows(conn, statement)
 
 
 def _max_pairs(conn: Connection) -> int:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSpec,
@@ -71,6 +73,34 @@ def summary_of(row: Row[Any]) -> CoordinateSummary:
         n_runs=int(row.n_runs),
         last_written=row.last_written,
     )
+
+
+def test_values(
+    conn: Connection, *, test: str, metrics: Sequence[str]
+) -> Iterator[tuple[str, str, str, int, float, Status]]:
+    """(run_id, metric, steps_key, step, value, status) of every stored value of `metrics` of `test`, a
+    NaN as NaN: what a replay of the test's history reads, without a row object per value.
+
+    A run holds one quantity (metric, steps_key) under two keys only when a constraint change was carried;
+    then the rows of the key that sorts first (by constraint_key, then series) come first.
+    """
+    keys = conn.execute(
+        sa.select(coordinates.c.pk, coordinates.c.metric, coordinates.c.steps_key)
+        .where(coordinates.c.test == test, coordinates.c.metric.in_(list(metrics)))
+        .order_by(coordinates.c.constraint_key, coordinates.c.series_key, coordinates.c.pk)
+    ).all()
+    run_ids = dict(conn.execute(sa.select(runs.c.pk, runs.c.run_id).where(runs.c.test == test)).all())
+    for pk, metric, steps_key in keys:
+        # One coordinate at a time, in primary-key order: a range of metric_points read without sorting.
+        statement = (
+            sa.select(
+                metric_points.c.run_pk, metric_points.c.step, metric_points.c.value, metric_points.c.status
+            )
+            .where(metric_points.c.coordinate_pk == pk)
+            .order_by(metric_points.c.run_pk, metric_points.c.step)
+        )
+        for run_pk, step, value, status in driver_rows(conn, statement):
+            yield run_ids[run_pk], metric, steps_key, step, math.nan if value is None else value, status
 
 
 def history(

@@ -31,6 +31,7 @@ from gatecfg.store.rows import (
     HistoryRow,
     RunInfo,
     RunRow,
+    Status,
     StoredPoint,
 )
 from gatecfg.store.tables import runs
@@ -228,6 +229,14 @@ class Store:
             return reads.history(
                 conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit
             )
+
+    def test_values(
+        self, *, test: str, metrics: Sequence[str]
+    ) -> list[tuple[str, str, str, int, float, Status]]:
+        """(run_id, metric, steps_key, step, value, status) of every stored value of these metrics of a
+        test (see `reads.test_values`)."""
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return list(reads.test_values(conn, test=test, metrics=metrics))
 
     def runs(self, *, test: str | None = None) -> list[RunRow]:
         """Stored runs, newest first."""
