@@ -43,9 +43,12 @@ class Window:
         if not kept:
             return None
         counts = np.array([len(values) for _, values in kept], np.int64)
-        matrix = np.full((len(kept), int(counts.max())), np.nan)
-        for row, (_, values) in enumerate(kept):
-            matrix[row, : len(values)] = values
+        if counts.min() == counts.max():  # every step as long: one array, at C speed
+            matrix = np.array([values for _, values in kept], np.float64)
+        else:
+            matrix = np.full((len(kept), int(counts.max())), np.nan)
+            for row, (_, values) in enumerate(kept):
+                matrix[row, : len(values)] = values
         return cls(tuple(step for step, _ in kept), matrix, counts)
 
     def row(self, step: int) -> int | None:

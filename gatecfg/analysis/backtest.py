@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,9 +31,9 @@ from gatecfg.band import Band, band
 from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
-from gatecfg.select import LAST_STEP, Selected
+from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.store import Store
-from gatecfg.windows import Baselines
+from gatecfg.windows import Baselines, Window
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 Against = ResolvedTest | Literal["recorded"] | None
@@ -90,50 +90,78 @@ def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
     return Selected(step, logged, None, reason, None)
 
 
+def _selection(gate: ResolvedGate, stored: Mapping[int, StoredValue]) -> Selection:
+    """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
+    steps = sorted(stored)
+    values = [stored[step].value for step in steps]
+    if all(map(math.isfinite, values)):
+        logged = [None if step == LAST_STEP else step for step in steps]
+        return Selection(steps, logged, values, [None] * len(steps), [None] * len(steps))
+    return Selection.of(
+        s for step, value in zip(steps, values, strict=True) if (s := _selected(gate, step, value))
+    )
+
+
 def _newest(pool: list[float] | None, window: int) -> list[float]:
     return pool[-window:][::-1] if pool else []
 
 
-def replay(test: ResolvedTest, series: str, runs: Sequence[StoredRun], policy: Policy) -> Replay:
-    """Judge `runs` (one series, oldest first) one after another, each against the runs before it."""
-    baseline: dict[tuple[str, int], list[float]] = {}  # values that qualify under policy.baseline
-    nightly: dict[tuple[str, int], list[float]] = {}  # every value of a run nobody untrusted by hand
+def replay(
+    test: ResolvedTest,
+    series: str,
+    runs: Sequence[StoredRun],
+    policy: Policy,
+    *,
+    keep: Collection[str] | None = None,
+) -> Replay:
+    """Judge `runs` (one series, oldest first) one after another, each against the runs before it.
+
+    Every gate is judged, since the trust of a run rests on all of them; a replayed run keeps the verdicts
+    of the gates of `keep` (metrics; None: all), each of which holds its baseline window.
+    """
+    # Per metric and step: the values that qualify under policy.baseline, and those of every run nobody
+    # untrusted by hand, oldest first.
+    baseline: dict[str, dict[int, list[float]]] = {g.metric: {} for g in test.gates}
+    nightly: dict[str, dict[int, list[float]]] = {g.metric: {} for g in test.gates}
     steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
     coordinates = {g.metric: g.coordinate(series) for g in test.gates}
     replayed: list[RunReplay] = []
     for run in runs:
-        selections: list[tuple[ResolvedGate, str, tuple[Selected, ...]]] = []
+        selections: list[tuple[ResolvedGate, str, Selection]] = []
+        windows: dict[str, Window] = {}
         for gate in test.gates:
-            stored = run.values.get((gate.metric, gate.steps_key), {})
-            chosen = tuple(
-                s for step in sorted(stored) if (s := _selected(gate, step, stored[step].value)) is not None
+            chosen = _selection(gate, run.values.get((gate.metric, gate.steps_key), {}))
+            if not chosen:
+                continue
+            coordinate = coordinates[gate.metric]
+            selections.append((gate, coordinate, chosen))
+            pools = baseline[gate.metric]
+            window = Window.from_lists(
+                {step: _newest(pool, policy.window) for step in chosen.steps if (pool := pools.get(step))}
             )
-            if chosen:
-                selections.append((gate, coordinates[gate.metric], chosen))
-        windows = {
-            (coordinate, s.step): _newest(baseline.get((gate.metric, s.step)), policy.window)
-            for gate, coordinate, chosen in selections
-            for s in chosen
-        }
-        results = evaluate(selections, Baselines.from_values(windows), policy)
+            if window is not None:
+                windows[coordinate] = window
+        results = evaluate(selections, Baselines(windows), policy)
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        replayed.append(RunReplay(run, {r.gate.metric: r for r in results}, is_trusted))
+        kept = {r.gate.metric: r for r in results if keep is None or r.gate.metric in keep}
+        replayed.append(RunReplay(run, kept, is_trusted))
         qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
         for gate, _, chosen in selections:
-            for s in chosen:
-                steps_seen[gate.metric].add(s.step)
-                if s.value is None:
+            steps_seen[gate.metric].update(chosen.steps)
+            pools, every = baseline[gate.metric], nightly[gate.metric]
+            for step, value in zip(chosen.steps, chosen.values, strict=True):
+                if value is None:
                     continue
                 if qualifies:
-                    baseline.setdefault((gate.metric, s.step), []).append(s.value)
+                    pools.setdefault(step, []).append(value)
                 if not run.untrusted_by_hand:
-                    nightly.setdefault((gate.metric, s.step), []).append(s.value)
+                    every.setdefault(step, []).append(value)
     gates = {g.metric: g for g in test.gates}
     bands = {
         metric: {
             step: band(
                 gates[metric].constraint,
-                _newest(baseline.get((metric, step)), policy.window),
+                _newest(baseline[metric].get(step), policy.window),
                 policy.reference,
             )
             for step in sorted(steps)
@@ -141,7 +169,7 @@ def replay(test: ResolvedTest, series: str, runs: Sequence[StoredRun], policy: P
         for metric, steps in steps_seen.items()
     }
     distributions = {
-        metric: {step: _newest(nightly.get((metric, step)), policy.window) for step in sorted(steps)}
+        metric: {step: _newest(nightly[metric].get(step), policy.window) for step in sorted(steps)}
         for metric, steps in steps_seen.items()
     }
     return Replay(test, policy, tuple(replayed), bands, distributions)
@@ -369,9 +397,15 @@ def backtest(
     reports: list[GateReport] = []
     other_policy = dataclasses.replace(test.policy, baseline=_other(test.policy.baseline))
     for series, chosen in series_runs(runs).items():
-        after = replay(test, series, chosen, test.policy)
-        other = replay(test, series, chosen, other_policy)
-        prior = replay(against, series, chosen, against.policy) if isinstance(against, ResolvedTest) else None
+        # Only the verdicts of the gates reported are kept: a replayed gate holds a window per run.
+        keep = None if metric is None else {metric}
+        after = replay(test, series, chosen, test.policy, keep=keep)
+        other = replay(test, series, chosen, other_policy, keep=keep)
+        prior = (
+            replay(against, series, chosen, against.policy, keep=keep)
+            if isinstance(against, ResolvedTest)
+            else None
+        )
         for gate in test.gates:
             if metric is not None and gate.metric != metric:
                 continue
