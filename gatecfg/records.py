@@ -239,19 +239,9 @@ class _Builder:
 
     def build(self) -> Record:
         columns: dict[str, Column] = {}
-        for metric, (index, logged, locations) in sorted(self._series.items()):
-            steps = list(index)
-            if any(a > b for a, b in itertools.pairwise(steps)):  # files merged, or steps logged out of order
-                order = sorted(range(len(steps)), key=steps.__getitem__)
-                steps = [steps[i] for i in order]
-                columns[metric] = Column(
-                    steps,
-                    [_number(logged[i]) for i in order],
-                    [logged[i] for i in order],
-                    [locations[i] for i in order],
-                )
-            else:
-                columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
+        for metric, found in sorted(self._series.items()):
+            steps, logged, locations = _in_step_order(*found)
+            columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
         return Record(MappingProxyType(columns), tuple(self._files))
 
     def add_text(self, text: str, path: str) -> None:
@@ -340,6 +330,18 @@ class _Builder:
         index[step] = len(logged)
         logged.append(value)
         locations.append(location)
+
+
+def _in_step_order(
+    index: dict[int, int], logged: list[object], locations: list[Location]
+) -> tuple[list[int], list[object], list[Location]]:
+    """A metric's steps, values and locations sorted by step (they come in order unless files were
+    merged or a logger wrote steps out of order)."""
+    steps = list(index)
+    if all(a < b for a, b in itertools.pairwise(steps)):
+        return steps, logged, locations
+    order = sorted(range(len(steps)), key=steps.__getitem__)
+    return [steps[i] for i in order], [logged[i] for i in order], [locations[i] for i in order]
 
 
 def _json_kind(value: object) -> str:

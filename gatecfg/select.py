@@ -122,11 +122,11 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selecti
     else:
         position = {step: i for i, step in enumerate(column.steps)}
         stored, indices = steps, [position.get(step, -1) for step in steps]
-    values = column.values if steps == "all" else [column.values[i] if i >= 0 else None for i in indices]
+    values = [column.values[i] if i >= 0 else None for i in indices]
     if None not in values and np.isfinite(np.array(values, np.float64)).all():
-        # Every step logged with a finite number: nearly always, and read as whole lists.
-        logged = column.steps if steps == "all" else [column.steps[i] for i in indices]
-        locations = column.locations if steps == "all" else [column.locations[i] for i in indices]
+        # Every step logged with a finite number: nearly always, and taken as whole lists.
+        logged = [column.steps[i] for i in indices]
+        locations = [column.locations[i] for i in indices]
         return Selection(stored, logged, values, [None] * len(values), locations)
     judged = [
         _judge(metric, step, column.point(i), gated=gated, last=steps == "last")

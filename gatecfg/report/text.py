@@ -65,7 +65,7 @@ def render_text(report: RunReport) -> str:
             role(result),
             gate.metric,
             gate.steps_key,
-            spread(result),
+            _spread(result),
             f"{gate.file}:{gate.line}",
         )
     console.print(table)
@@ -93,7 +93,7 @@ def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list
     return found
 
 
-def spread(result: GateVerdicts) -> str:
+def _spread(result: GateVerdicts) -> str:
     """How a gate's steps fared, e.g. `3 fail, 997 pass`, in the order a reader acts on them."""
     ordered = sorted(result.counts.items(), key=lambda item: STATUS_ORDER[item[0]])
     return ", ".join(f"{n} {status}" for status, n in ordered if n)
