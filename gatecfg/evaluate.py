@@ -168,10 +168,16 @@ class GateVerdicts(Sequence[Verdict]):
         self.policy = policy
         self.enforced = enforced
         # Per step: its row in the window (-1: no baseline values) and how many values that row holds.
-        self._rows = np.array(
-            [-1 if window is None or (row := window.row(step)) is None else row for step in selection.steps],
-            np.int64,
-        )
+        if window is not None and window.steps == tuple(selection.steps):  # the same steps: nearly always
+            self._rows = np.arange(len(selection), dtype=np.int64)
+        else:
+            self._rows = np.array(
+                [
+                    -1 if window is None or (row := window.row(step)) is None else row
+                    for step in selection.steps
+                ],
+                np.int64,
+            )
         self._sizes = np.zeros(len(selection), np.int64)
         if window is not None:
             known = self._rows >= 0

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 from helpers import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gatecfg.analysis.backtest import _Pool
 
 TEST = "tests/e2e/test_reward_ci.py"
 REWARD = "rollout/raw_reward"
@@ -267,3 +271,33 @@ def test_metric_filter_and_empty_history(tmp_path: Path, db: str) -> None:
     assert backtest_json(db, "--gates", gates, "--metric", REWARD) == {"against": "recorded", "gates": []}
     text = run_cli("backtest", "--db", db, "--gates", gates)
     assert "nothing to replay" in text.out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.sampled_from([(0, 1, 2), (0, 1, 2), (0, 1, 2), (1, 2), (-1,)]),
+            st.lists(st.one_of(st.none(), st.floats(-1e3, 1e3)), min_size=3, max_size=3),
+        ),
+        max_size=30,
+    ),
+    width=st.integers(1, 6),
+)
+def test_a_replay_pool_holds_each_steps_newest_values_whatever_steps_the_runs_hold(
+    runs: list[tuple[tuple[int, ...], list[float | None]]], width: int
+) -> None:
+    # The pool keeps a matrix while runs agree and per-step lists after; a plain dict of lists is the model.
+    pool, model = _Pool(), dict[int, list[float]]()
+    for steps, values in runs:
+        chosen = values[: len(steps)]
+        pool.add(steps, chosen)
+        for step, value in zip(steps, chosen, strict=True):
+            if value is not None:
+                model.setdefault(step, []).append(value)
+        for asked in ((0, 1, 2), (1, 2), (-1,), (5,)):
+            expected = {step: model.get(step, [])[-width:][::-1] for step in asked}
+            assert {step: pool.newest(step, width) for step in asked} == expected
+            window = pool.window(asked, width)
+            found = {step: h for step in asked if (h := window.history(step))} if window is not None else {}
+            assert found == {step: values for step, values in expected.items() if values}

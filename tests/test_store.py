@@ -473,7 +473,7 @@ def test_test_values_reads_every_value_of_a_test_with_the_first_key_of_a_quantit
     )
     store.write_run(run_info("r1", day=1), {GRAD_NORM: points({3: 2.5})})
 
-    rows = store.test_values(test=TEST, metrics=[REWARD.metric])
+    rows = list(store.test_values(test=TEST, metrics=[REWARD.metric]))
 
     assert REWARD.constraint_key < other_key.constraint_key
     assert [row[:4] for row in rows] == [
@@ -483,7 +483,7 @@ def test_test_values_reads_every_value_of_a_test_with_the_first_key_of_a_quantit
     ]
     assert [row[4] for row in rows][::2] == [1.0, 5.0]
     assert math.isnan(rows[1][4])
-    assert store.test_values(test=TEST, metrics=[GRAD_NORM.metric])[0][:5] == (
+    assert next(store.test_values(test=TEST, metrics=[GRAD_NORM.metric]))[:5] == (
         "r1",
         GRAD_NORM.metric,
         '"all"',

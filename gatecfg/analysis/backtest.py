@@ -26,6 +26,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.band import Band, band
 from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
@@ -39,7 +42,7 @@ FAILING: frozenset[str] = frozenset({"fail", "error"})
 Against = ResolvedTest | Literal["recorded"] | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredValue:
     value: float
     status: Status  # the verdict the value got when it was written
@@ -102,8 +105,51 @@ def _selection(gate: ResolvedGate, stored: Mapping[int, StoredValue]) -> Selecti
     )
 
 
-def _newest(pool: list[float] | None, window: int) -> list[float]:
-    return pool[-window:][::-1] if pool else []
+class _Pool:
+    """One gate's values of the runs that qualify for a baseline, oldest first: a runs x steps matrix while
+    every such run holds a finite value at the same steps (nearly always), per-step lists from the first run
+    that does not. A run's window is then the matrix's newest rows, taken whole."""
+
+    def __init__(self) -> None:
+        self._steps: tuple[int, ...] | None = None
+        self._rows: list[npt.NDArray[np.float64]] = []
+        self._lists: dict[int, list[float]] | None = None
+
+    def add(self, steps: Sequence[int], values: Sequence[float | None]) -> None:
+        """A run's values at `steps` (None: an error, which no baseline holds)."""
+        if self._lists is None and None not in values and self._steps in (None, tuple(steps)):
+            self._steps = tuple(steps)
+            self._rows.append(np.array(values, np.float64))
+            return
+        lists = self._as_lists()
+        for step, value in zip(steps, values, strict=True):
+            if value is not None:
+                lists.setdefault(step, []).append(value)
+
+    def newest(self, step: int, width: int) -> list[float]:
+        """The newest `width` values at `step`, newest first."""
+        if self._lists is not None:
+            pool = self._lists.get(step)
+            return pool[-width:][::-1] if pool else []
+        if self._steps is None or step not in self._steps:
+            return []
+        column = self._steps.index(step)
+        return [float(row[column]) for row in self._rows[-width:][::-1]]
+
+    def window(self, steps: Sequence[int], width: int) -> Window | None:
+        """The window of a run that selected `steps`: each step's newest `width` values."""
+        if self._lists is None and self._rows and self._steps == tuple(steps):
+            return Window.from_runs(self._steps, np.array(self._rows[-width:][::-1]))
+        return Window.from_lists({step: self.newest(step, width) for step in steps})
+
+    def _as_lists(self) -> dict[int, list[float]]:
+        if self._lists is None:
+            self._lists = {}
+            if self._steps is not None and self._rows:
+                columns = np.array(self._rows).T.tolist()
+                self._lists = dict(zip(self._steps, columns, strict=True))
+            self._rows = []
+        return self._lists
 
 
 def replay(
@@ -121,8 +167,8 @@ def replay(
     """
     # Per metric and step: the values that qualify under policy.baseline, and those of every run nobody
     # untrusted by hand, oldest first.
-    baseline: dict[str, dict[int, list[float]]] = {g.metric: {} for g in test.gates}
-    nightly: dict[str, dict[int, list[float]]] = {g.metric: {} for g in test.gates}
+    baseline = {g.metric: _Pool() for g in test.gates}
+    nightly = {g.metric: _Pool() for g in test.gates}
     steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
     coordinates = {g.metric: g.coordinate(series) for g in test.gates}
     replayed: list[RunReplay] = []
@@ -135,10 +181,7 @@ def replay(
                 continue
             coordinate = coordinates[gate.metric]
             selections.append((gate, coordinate, chosen))
-            pools = baseline[gate.metric]
-            window = Window.from_lists(
-                {step: _newest(pool, policy.window) for step in chosen.steps if (pool := pools.get(step))}
-            )
+            window = baseline[gate.metric].window(chosen.steps, policy.window)
             if window is not None:
                 windows[coordinate] = window
         results = evaluate(selections, Baselines(windows), policy)
@@ -148,20 +191,16 @@ def replay(
         qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
         for gate, _, chosen in selections:
             steps_seen[gate.metric].update(chosen.steps)
-            pools, every = baseline[gate.metric], nightly[gate.metric]
-            for step, value in zip(chosen.steps, chosen.values, strict=True):
-                if value is None:
-                    continue
-                if qualifies:
-                    pools.setdefault(step, []).append(value)
-                if not run.untrusted_by_hand:
-                    every.setdefault(step, []).append(value)
+            if qualifies:
+                baseline[gate.metric].add(chosen.steps, chosen.values)
+            if not run.untrusted_by_hand:
+                nightly[gate.metric].add(chosen.steps, chosen.values)
     gates = {g.metric: g for g in test.gates}
     bands = {
         metric: {
             step: band(
                 gates[metric].constraint,
-                _newest(baseline[metric].get(step), policy.window),
+                baseline[metric].newest(step, policy.window),
                 policy.reference,
             )
             for step in sorted(steps)
@@ -169,7 +208,7 @@ def replay(
         for metric, steps in steps_seen.items()
     }
     distributions = {
-        metric: {step: _newest(nightly[metric].get(step), policy.window) for step in sorted(steps)}
+        metric: {step: nightly[metric].newest(step, policy.window) for step in sorted(steps)}
         for metric, steps in steps_seen.items()
     }
     return Replay(test, policy, tuple(replayed), bands, distributions)

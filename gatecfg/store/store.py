@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,11 +232,12 @@ class Store:
 
     def test_values(
         self, *, test: str, metrics: Sequence[str]
-    ) -> list[tuple[str, str, str, int, float, Status]]:
+    ) -> Iterator[tuple[str, str, str, int, float, Status]]:
         """(run_id, metric, steps_key, step, value, status) of every stored value of these metrics of a
-        test (see `reads.test_values`)."""
+        test (see `reads.test_values`), read a coordinate at a time as the caller goes: millions of them
+        never sit in memory at once."""
         with self._errors("read the history store"), self._engine.connect() as conn:
-            return list(reads.test_values(conn, test=test, metrics=metrics))
+            yield from reads.test_values(conn, test=test, metrics=metrics)
 
     def runs(self, *, test: str | None = None) -> list[RunRow]:
         """Stored runs, newest first."""
