@@ -63,9 +63,12 @@ def judge(
     policy: Policy,
     *,
     enforce: bool,
+    current: Band | None = None,
 ) -> Verdict:
-    """One coordinate's verdict. `history` is the baseline window, newest first."""
-    current = band(gate.constraint, history, policy.reference)
+    """One coordinate's verdict. `history` is the baseline window, newest first; `current` its band,
+    when already computed."""
+    if current is None:
+        current = band(gate.constraint, history, policy.reference)
     status, reason = _status(gate, selected, current, policy)
     return Verdict(
         gate=gate,
@@ -193,6 +196,7 @@ class GateVerdicts(Sequence[Verdict]):
         # since a NaN or a missing step is not noise around a band.
         self.tolerated = bool(gate.tolerate) and 0 < self.failing <= self.allowed
         self._verdicts: list[Verdict | None] = [None] * len(self.statuses)
+        self._bands: list[Band | None] = [None] * len(self.statuses)  # a nightly stores them, then reports
 
     def __len__(self) -> int:
         return len(self.statuses)
@@ -213,6 +217,7 @@ class GateVerdicts(Sequence[Verdict]):
                 self.history(index),
                 self.policy,
                 enforce=self.enforced,
+                current=self._bands[index],
             )
             if found.status != self.statuses[index]:  # pragma: no cover - _statuses is exact by design
                 raise AssertionError(
@@ -233,7 +238,12 @@ class GateVerdicts(Sequence[Verdict]):
         found = self._verdicts[index]
         if found is not None:
             return found.band
-        return band(self.gate.constraint, self.history(index), self.policy.reference)
+        current = self._bands[index]
+        if current is None:
+            current = self._bands[index] = band(
+                self.gate.constraint, self.history(index), self.policy.reference
+            )
+        return current
 
     def ref_at(self, index: int) -> float | None:
         """The band's reference at the index-th selected step (None without history), without its edges."""
