@@ -7,8 +7,9 @@ in bulk. `Baselines` keeps those matrices and reads, for everything else, as the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +18,7 @@ FloatMatrix = npt.NDArray[np.float64]
 Counts = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Window:
     """One coordinate's baselines: row i holds `counts[i]` values of step `steps[i]`, newest first, and NaN
     after them. Every row holds at least one value."""
@@ -25,10 +26,11 @@ class Window:
     steps: tuple[int, ...]
     values: FloatMatrix  # (len(steps), the longest row)
     counts: Counts  # (len(steps),)
-    _rows: dict[int, int] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_rows", {step: row for row, step in enumerate(self.steps)})
+    @functools.cached_property
+    def _rows(self) -> dict[int, int]:
+        # Built when a step is looked up: an evaluation whose steps are the window's never does.
+        return {step: row for row, step in enumerate(self.steps)}
 
     @classmethod
     def from_runs(cls, steps: Sequence[int], newest_first: FloatMatrix) -> Window:
