@@ -297,7 +297,7 @@ def test_a_replay_pool_holds_each_steps_newest_values_whatever_steps_the_runs_ho
                 model.setdefault(step, []).append(value)
         for asked in ((0, 1, 2), (1, 2), (-1,), (5,)):
             expected = {step: model.get(step, [])[-width:][::-1] for step in asked}
-            assert {step: pool.newest(step, width) for step in asked} == expected
+            assert pool.newest(asked, width) == expected
             window = pool.window(asked, width)
             found = {step: h for step in asked if (h := window.history(step))} if window is not None else {}
             assert found == {step: values for step, values in expected.items() if values}

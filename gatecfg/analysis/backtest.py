@@ -126,21 +126,25 @@ class _Pool:
             if value is not None:
                 lists.setdefault(step, []).append(value)
 
-    def newest(self, step: int, width: int) -> list[float]:
-        """The newest `width` values at `step`, newest first."""
-        if self._lists is not None:
-            pool = self._lists.get(step)
-            return pool[-width:][::-1] if pool else []
-        if self._steps is None or step not in self._steps:
-            return []
-        column = self._steps.index(step)
-        return [float(row[column]) for row in self._rows[-width:][::-1]]
-
     def window(self, steps: Sequence[int], width: int) -> Window | None:
-        """The window of a run that selected `steps`: each step's newest `width` values."""
-        if self._lists is None and self._rows and self._steps == tuple(steps):
-            return Window.from_runs(self._steps, np.array(self._rows[-width:][::-1]))
-        return Window.from_lists({step: self.newest(step, width) for step in steps})
+        """The window of a run that selected `steps`: each step's newest `width` values, newest first."""
+        if self._lists is not None:
+            return Window.from_lists(
+                {step: pool[-width:][::-1] for step in steps if (pool := self._lists.get(step))}
+            )
+        if not self._rows or self._steps is None:
+            return None
+        newest = np.array(self._rows[-width:][::-1])
+        if self._steps == tuple(steps):
+            return Window.from_runs(self._steps, newest)
+        # A run that selected other steps than the pool's runs: the columns of those it holds.
+        column = {step: i for i, step in enumerate(self._steps)}
+        return Window.from_lists({step: newest[:, column[step]].tolist() for step in steps if step in column})
+
+    def newest(self, steps: Sequence[int], width: int) -> dict[int, list[float]]:
+        """Each step's newest `width` values, newest first (empty where the pool holds none)."""
+        window = self.window(steps, width)
+        return {step: [] if window is None else window.history(step) for step in steps}
 
     def _as_lists(self) -> dict[int, list[float]]:
         if self._lists is None:
@@ -198,18 +202,13 @@ def replay(
     gates = {g.metric: g for g in test.gates}
     bands = {
         metric: {
-            step: band(
-                gates[metric].constraint,
-                baseline[metric].newest(step, policy.window),
-                policy.reference,
-            )
-            for step in sorted(steps)
+            step: band(gates[metric].constraint, values, policy.reference)
+            for step, values in baseline[metric].newest(sorted(steps), policy.window).items()
         }
         for metric, steps in steps_seen.items()
     }
     distributions = {
-        metric: {step: nightly[metric].newest(step, policy.window) for step in sorted(steps)}
-        for metric, steps in steps_seen.items()
+        metric: nightly[metric].newest(sorted(steps), policy.window) for metric, steps in steps_seen.items()
     }
     return Replay(test, policy, tuple(replayed), bands, distributions)
 
