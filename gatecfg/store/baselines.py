@@ -313,29 +313,43 @@ def _older_values(
     """
     step_lists: list[Sequence[int] | None] = [None] if steps is None else list(chunks(sorted(steps)))
     found: dict[str, Values] = {}
+    ranked = _ranked_runs(hashes, baseline, exclude_run_id)
     for step_list in step_lists:
-        ranked = _ranked_runs(hashes, baseline, exclude_run_id)
-        points = points_of(ranked)
-        if step_list is not None:
-            points = sa.and_(points, metric_points.c.step.in_(step_list))
-        numbered = (
-            sa.select(
-                ranked.c.coordinate,
-                metric_points.c.step,
-                metric_points.c.value,
-                sa.func.row_number()
-                .over(partition_by=(ranked.c.coordinate_pk, metric_points.c.step), order_by=ranked.c.rn)
-                .label("k"),
-            )
-            .select_from(ranked.join(metric_points, points))
-            .where(ranked.c.rn > window)
-            .subquery("numbered")
-        )
-        query = (
-            sa.select(numbered.c.coordinate, numbered.c.step, numbered.c.value)
-            .where(numbered.c.k <= window)
-            .order_by(numbered.c.coordinate, numbered.c.step, numbered.c.k)
-        )
+        query = beyond_window(ranked, ranked.c.coordinate, ranked.c.coordinate_pk, window, step_list)
         for coordinate, step, value in conn.execute(query):
             found.setdefault(coordinate, {}).setdefault(step, []).append(value)
     return found
+
+
+def beyond_window(
+    ranked: sa.CTE,
+    key: sa.ColumnElement[Any],
+    partition: sa.ColumnElement[Any],
+    window: int,
+    steps: Sequence[int] | None,
+    *criteria: sa.ColumnElement[bool],
+) -> sa.Select[Any]:
+    """(key, step, value): up to `window` finite values per key and step from the runs a ranking CTE put
+    beyond the window (`rn > window`), the nearest first; `steps` None reads every step, a list lets the
+    primary key seek just those. The plain and the carried baselines both read on this way."""
+    points = points_of(ranked)
+    if steps is not None:
+        points = sa.and_(points, metric_points.c.step.in_(steps))
+    numbered = (
+        sa.select(
+            key.label("key"),
+            metric_points.c.step,
+            metric_points.c.value,
+            sa.func.row_number()
+            .over(partition_by=(partition, metric_points.c.step), order_by=ranked.c.rn)
+            .label("k"),
+        )
+        .select_from(ranked.join(metric_points, points))
+        .where(ranked.c.rn > window, *criteria)
+        .subquery("numbered")
+    )
+    return (
+        sa.select(numbered.c.key, numbered.c.step, numbered.c.value)
+        .where(numbered.c.k <= window)
+        .order_by(numbered.c.key, numbered.c.step, numbered.c.k)
+    )

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
-from gatecfg.store.baselines import points_of
+from gatecfg.store.baselines import beyond_window, points_of
 from gatecfg.store.engine import chunks
 from gatecfg.store.reads import NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
@@ -297,28 +297,11 @@ def _read_older(
         if target in irregular or short:
             groups.setdefault(None if target in irregular else short, []).append(target)
     for steps, targets in groups.items():
-        points = points_of(ranked)
-        if steps is not None:
-            points = sa.and_(points, metric_points.c.step.in_(steps))
-        numbered = (
-            sa.select(
-                ranked.c.target,
-                metric_points.c.step,
-                metric_points.c.value,
-                sa.func.row_number()
-                .over(partition_by=(ranked.c.target, metric_points.c.step), order_by=ranked.c.rn)
-                .label("k"),
+        for part in [None] if steps is None else chunks(steps):
+            query = beyond_window(
+                ranked, ranked.c.target, ranked.c.target, window, part, ranked.c.target.in_(targets)
             )
-            .select_from(ranked.join(metric_points, points))
-            .where(ranked.c.target.in_(targets), ranked.c.rn > window)
-            .subquery("numbered")
-        )
-        query = (
-            sa.select(numbered.c.target, numbered.c.step, numbered.c.value)
-            .where(numbered.c.k <= window)
-            .order_by(numbered.c.target, numbered.c.step, numbered.c.k)
-        )
-        for target, step, value in conn.execute(query):
-            kept = have[target].setdefault(step, [])
-            if len(kept) < window:
-                kept.append(value)
+            for target, step, value in conn.execute(query):
+                kept = have[target].setdefault(step, [])
+                if len(kept) < window:
+                    kept.append(value)
