@@ -16,10 +16,8 @@ from datetime import datetime
 
 from gatecfg.errors import InputError, Location
 from gatecfg.resolve import ResolvedGate, ResolvedTest
-from gatecfg.select import step_ranges
+from gatecfg.select import LAST_STEP, step_ranges
 from gatecfg.store import HistoryRow, Status, Store
-
-LAST_STEP = -1
 
 
 @dataclass(frozen=True)
@@ -86,11 +84,6 @@ def analysable(nights: Sequence[Night]) -> list[Night]:
     return [n for n in nights if n.finite and not n.untrusted_by_hand]
 
 
-def describe_steps(steps: Mapping[int, object]) -> str:
-    """The stored steps as a short range list, e.g. `0-199` or `0-3, 10`."""
-    return step_ranges(steps)
-
-
 def gate_of(test: ResolvedTest, metric: str) -> ResolvedGate:
     """The gate `metric` of `test`, or an error that names the gate file and what it declares."""
     gate = test.gate(metric)
@@ -112,7 +105,7 @@ def pick_step(gate: ResolvedGate, by_step: Mapping[int, object], step: int | Non
             raise InputError.at(
                 "--step",
                 f"{gate.metric} has no stored values at step {step_name(step)}",
-                hint=f"stored steps: {describe_steps(by_step)}",
+                hint=f"stored steps: {step_ranges(by_step)}",
             )
         return step
     if len(by_step) == 1:
@@ -120,5 +113,5 @@ def pick_step(gate: ResolvedGate, by_step: Mapping[int, object], step: int | Non
     raise InputError.at(
         "--step",
         f"{gate.metric} is stored at {len(by_step)} steps; say which one",
-        hint=f"e.g. --step {max(by_step)} (stored steps: {describe_steps(by_step)})",
+        hint=f"e.g. --step {max(by_step)} (stored steps: {step_ranges(by_step)})",
     )

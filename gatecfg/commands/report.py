@@ -14,11 +14,12 @@ from gatecfg.analysis.false_alarm import Estimate, current_estimates
 from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
 from gatecfg.analysis.plots import Chart, render
 from gatecfg.analysis.regimes import find_regimes
-from gatecfg.analysis.series import Night, analysable, describe_steps, nights_of, step_name
+from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.evaluate import STATUS_ORDER
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
+from gatecfg.select import step_ranges
 from gatecfg.store import RunRow, Store
 
 PAGES = "tests"
@@ -167,7 +168,7 @@ def _gate_view(
         gate=gate,
         anchor=anchor,
         step_shown=step_name(step) if step is not None else None,
-        steps_stored=describe_steps(by_step),
+        steps_stored=step_ranges(by_step),
         status=status,
         value=value,
         estimate=estimate,
