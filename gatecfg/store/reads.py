@@ -100,7 +100,12 @@ def test_values(
             .order_by(metric_points.c.run_pk, metric_points.c.step)
         )
         for run_pk, step, value, status in driver_rows(conn, statement):
-            yield run_ids[run_pk], metric, steps_key, step, math.nan if value is None else value, status
+            run_id = run_ids.get(run_pk)
+            if (
+                run_id is None
+            ):  # a run a nightly wrote after this read began (PostgreSQL reads committed rows)
+                continue
+            yield run_id, metric, steps_key, step, math.nan if value is None else value, status
 
 
 def history(
