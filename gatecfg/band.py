@@ -12,6 +12,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from gatecfg.models import Constraint, Limits, Reference
 
 # A sample standard deviation needs two values; below that a sigma term is left out of the width.
@@ -158,3 +161,80 @@ def limits_breach(value: float, limits: Limits | None) -> str | None:
     if limits.max is not None and value > limits.max:
         return f"cur={fmt(value)} above limits.max={fmt(limits.max)}"
     return None
+
+
+# ------------------------------------------------------------------------------------ bands in bulk
+
+# Powers of ten that a double holds exactly (10**22 is the largest): a 12-digit integer divided or
+# multiplied by one of them is rounded once, exactly as float() rounds the decimal text `tidy` builds.
+_EXACT_POWERS = 22
+_EPSILON = 2.0**-52
+
+
+def bulk_bands(
+    constraint: Constraint | None, windows: npt.NDArray[np.float64], how: Reference = "mean"
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """`band()` for every row of `windows` (one step's values per row, all rows as long, at least one
+    value each): ref, lo and hi as arrays, NaN for an open side; None where the arithmetic is not done in
+    bulk (a median, a sigma term), so that the caller calls `band` per step.
+
+    Bit for bit what `band` returns: a row whose mean or edge lies so near a 12-digit rounding boundary
+    that the bulk sum's rounding could move it across is computed by `band` itself.
+    """
+    if how != "mean" or (
+        constraint is not None and (constraint.sigma_up is not None or constraint.sigma_down is not None)
+    ):
+        return None
+    n = windows.shape[1]
+    with np.errstate(all="ignore"):
+        mean = windows.sum(axis=1) / n
+        # What the pairwise sum may be off by, against math.fsum's exactly rounded one.
+        error = np.abs(windows).sum(axis=1) / n * (n + 2) * _EPSILON
+        ref, close = _bulk_tidy(mean, error)
+        lo = np.full(len(ref), np.nan)
+        hi = np.full(len(ref), np.nan)
+        if constraint is not None:
+            for edges, rel, floor, sign in (
+                (hi, constraint.rel_up, constraint.abs_floor_up, 1.0),
+                (lo, constraint.rel_down, constraint.abs_floor_down, -1.0),
+            ):
+                if rel is None and floor is None:
+                    continue
+                width = np.abs(ref) * rel if rel is not None else np.zeros_like(ref)
+                if floor is not None:
+                    width = np.maximum(width, floor)
+                edge, inexact = _bulk_tidy(ref + sign * width, np.zeros_like(ref))
+                edges[:] = np.where(np.isfinite(edge), edge, np.nan)
+                close |= inexact
+    for row in np.flatnonzero(close).tolist():
+        exact = band(constraint, windows[row].tolist(), how)
+        ref[row] = np.nan if exact.ref is None else exact.ref
+        lo[row] = np.nan if exact.lo is None else exact.lo
+        hi[row] = np.nan if exact.hi is None else exact.hi
+    return ref, lo, hi
+
+
+def _bulk_tidy(
+    x: npt.NDArray[np.float64], error: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """`tidy` of each element of x, which may be off by up to `error`; and where that is not certain (near
+    a rounding boundary, outside the exactly scaled range, not finite), for the caller to redo."""
+    magnitude = np.abs(x)
+    exponent = np.floor(np.log10(np.where(magnitude > 0, magnitude, 1.0)))
+    shift = (SIGNIFICANT - 1) - exponent  # scaled by 10**shift, x has 12 digits before the point
+    up = np.clip(shift, 0, _EXACT_POWERS)
+    down = np.clip(-shift, 0, _EXACT_POWERS)
+    scaled = x * 10.0**up / 10.0**down
+    digits = np.rint(scaled)
+    result = digits / 10.0**up * 10.0**down
+    fraction = np.abs(scaled - np.trunc(scaled))
+    # The scaled value carries the error of x and two roundings of its own.
+    slack = (error * 10.0**up / 10.0**down) + np.abs(scaled) * 4 * _EPSILON + 1e-9
+    close = ~np.isfinite(x) | (
+        ~np.isfinite(scaled)
+        | (np.abs(shift) > _EXACT_POWERS)
+        | (np.abs(fraction - 0.5) <= slack)
+        | (np.abs(digits) < 10.0 ** (SIGNIFICANT - 1))
+        | (np.abs(digits) >= 10.0**SIGNIFICANT)
+    ) & (magnitude > 0)
+    return result, close

@@ -12,11 +12,20 @@ from typing import Literal, overload
 
 import numpy as np
 
-from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values, reference
+from gatecfg.band import (
+    SIGMA_MIN_VALUES,
+    Band,
+    band,
+    bulk_bands,
+    fmt,
+    limits_breach,
+    min_values,
+    reference,
+)
 from gatecfg.models import Constraint, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
-from gatecfg.store.rows import StoredPoint
+from gatecfg.store.rows import PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
@@ -254,14 +263,48 @@ class GateVerdicts(Sequence[Verdict]):
         return reference(history, self.policy.reference) if history else None
 
     def stored_points(self) -> list[StoredPoint]:
+        """What the store keeps of the gate's steps (see `stored_columns`), a point per step."""
+        return self.stored_columns().points()
+
+    def stored_columns(self) -> PointColumns:
         """What the store keeps of the gate's steps: each value with its status and band (not its
-        reason); a step without a value (an error) stores nothing."""
-        points = []
-        for i, (step, value) in enumerate(zip(self.selection.steps, self.selection.values, strict=True)):
-            if value is not None:
+        reason), as columns; a step without a value (an error) stores nothing."""
+        ref, lo, hi = self._bulk_bands()
+        kept = ~np.isnan(self.selection.numbers())
+        everything = bool(kept.all())
+        statuses = np.array(self.statuses, dtype=object)
+
+        def column(values: np.ndarray) -> list[object]:
+            return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
+
+        return PointColumns(
+            steps=list(self.selection.steps)
+            if everything
+            else np.asarray(self.selection.steps)[kept].tolist(),
+            values=column(self.selection.numbers()),
+            statuses=column(statuses),
+            refs=column(_nullable(ref)),
+            los=column(_nullable(lo)),
+            his=column(_nullable(hi)),
+        )
+
+    def _bulk_bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every step's band as ref, lo and hi arrays (NaN: none), computed per window size in bulk."""
+        ref, lo, hi = (np.full(len(self), np.nan) for _ in range(3))
+        for size in np.unique(self._sizes).tolist():
+            if size == 0 or self.window is None:
+                continue  # no history: no reference, no edges
+            steps = np.flatnonzero(self._sizes == size)
+            found = bulk_bands(
+                self.gate.constraint, self.window.values[self._rows[steps], :size], self.policy.reference
+            )
+            if found is not None:
+                ref[steps], lo[steps], hi[steps] = found
+                continue
+            for i in steps.tolist():
                 at = self.band_at(i)
-                points.append(StoredPoint(step, value, self.statuses[i], at.ref, at.lo, at.hi))
-        return points
+                ref[i], lo[i], hi[i] = (np.nan if x is None else x for x in (at.ref, at.lo, at.hi))
+        return ref, lo, hi
 
     @property
     def has_history(self) -> bool:
@@ -302,6 +345,11 @@ class GateVerdicts(Sequence[Verdict]):
             fate = "tolerated" if self.failing <= self.allowed else "more than tolerated"
             text += f"; tolerate: {self.gate.tolerate} allows {self.allowed} ({fate})"
         return text
+
+
+def _nullable(values: np.ndarray) -> np.ndarray:
+    """Floats as Python objects, None where NaN (the store's and the report's "none")."""
+    return np.where(np.isnan(values), None, values.astype(object))
 
 
 def trusted(results: Sequence[GateVerdicts]) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,13 +26,11 @@ from gatecfg.store.engine import (
 from gatecfg.store.links import Carry
 from gatecfg.store.rows import (
     Baseline,
-    CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
     RunInfo,
     RunRow,
     Status,
-    StoredPoint,
 )
 from gatecfg.store.tables import runs
 from gatecfg.windows import Baselines
@@ -105,20 +103,20 @@ class Store:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
 
-    def write_run(self, run: RunInfo, points: Mapping[CoordinateSpec, Sequence[StoredPoint]]) -> bool:
+    def write_run(self, run: RunInfo, points: writes.Points) -> bool:
         """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
             [stored] = writes.write_runs(conn, [(run, points)], where=self.url)
             return stored
 
-    def write_runs(
-        self, items: Sequence[tuple[RunInfo, Mapping[CoordinateSpec, Sequence[StoredPoint]]]]
-    ) -> list[bool]:
+    def write_runs(self, items: Iterable[tuple[RunInfo, writes.Points]]) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
 
-        Per run as `write_run`: False, writing nothing for it, when its run id is already stored.
+        `items` is consumed as it is written, in bounded batches: an import streams its runs through here.
+        Per run as `write_run`: False, writing nothing for it, when its run id is already stored. On
+        SQLite the transaction holds the store's write lock until the last run is written.
         """
-        with self._errors(f"write {len(items)} runs to the history store"), self._writer.begin() as conn:
+        with self._errors("write runs to the history store"), self._writer.begin() as conn:
             return writes.write_runs(conn, items, where=self.url)
 
     def baselines(
