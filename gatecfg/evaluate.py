@@ -278,9 +278,7 @@ class GateVerdicts(Sequence[Verdict]):
             return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
 
         return PointColumns(
-            steps=list(self.selection.steps)
-            if everything
-            else np.asarray(self.selection.steps)[kept].tolist(),
+            steps=column(np.asarray(self.selection.steps, np.int64)),
             values=column(self.selection.numbers()),
             statuses=column(statuses),
             refs=column(_nullable(ref)),
