@@ -413,10 +413,12 @@ def test_read_export_sorts_by_date_and_parses_both_step_shapes(tmp_path: Path) -
         f"run_id,date,commit,{REWARD}@0,{REWARD}@10,{EVAL}\nb,2024-05-02,c,1,2,\na,2024-05-01,,3,NaN,0.5\n"
     )
     export = read_export(path, "e.csv")
-    assert [r.run_id for r in export.runs] == ["a", "b"]
-    a = export.runs[0]
+    runs = list(export.runs())
+    assert [r.run_id for r in runs] == ["a", "b"]
+    assert [e.run_id for e in export.entries] == ["a", "b"]
+    a = runs[0]
     assert a.commit is None
     assert (a.record.points(REWARD)[0].step, a.record.points(REWARD)[0].value) == (0, 3.0)
     assert math.isnan(a.record.points(REWARD)[1].value or 0.0)
     assert a.single == frozenset({EVAL})
-    assert export.runs[1].record.points(EVAL) == ()
+    assert runs[1].record.points(EVAL) == ()

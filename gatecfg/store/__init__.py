@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gatecfg.store.rows import (
+    STATUSES,
     Baseline,
     CoordinateSpec,
     CoordinateSummary,
@@ -12,10 +13,12 @@ from gatecfg.store.rows import (
     RunRow,
     Status,
     StoredPoint,
+    ValueColumns,
 )
 from gatecfg.store.store import Store
 
 __all__ = [
+    "STATUSES",
     "Baseline",
     "CoordinateSpec",
     "CoordinateSummary",
@@ -26,4 +29,5 @@ __all__ = [
     "Status",
     "Store",
     "StoredPoint",
+    "ValueColumns",
 ]

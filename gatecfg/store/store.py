@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -30,7 +30,7 @@ from gatecfg.store.rows import (
     HistoryRow,
     RunInfo,
     RunRow,
-    Status,
+    ValueColumns,
 )
 from gatecfg.store.tables import runs
 from gatecfg.windows import Baselines
@@ -228,14 +228,21 @@ class Store:
                 conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit
             )
 
-    def test_values(
-        self, *, test: str, metrics: Sequence[str]
-    ) -> Iterator[tuple[str, str, str, int, float, Status]]:
-        """(run_id, metric, steps_key, step, value, status) of every stored value of these metrics of a
-        test (see `reads.test_values`), read a coordinate at a time as the caller goes: millions of them
-        never sit in memory at once."""
+    def run_values(
+        self, *, test: str, metrics: Sequence[str], series_key: str | None = None
+    ) -> Iterator[tuple[RunRow, dict[tuple[str, str], ValueColumns]]]:
+        """Every stored run of `test` (of one series, or all), oldest first, with its values of `metrics`
+        as arrays per (metric, steps_key) (see `reads.run_values`), read a batch of runs at a time as the
+        caller goes: millions of values never sit in memory at once unless the caller keeps them."""
         with self._errors("read the history store"), self._engine.connect() as conn:
-            yield from reads.test_values(conn, test=test, metrics=metrics)
+            listed = reads.keyed_runs(conn, test=test, series_key=series_key)
+            for row, values in reads.run_values(conn, listed, test=test, metrics=metrics):
+                yield cast(RunRow, row), values
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """The stored runs among `run_ids`, by run id."""
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return reads.runs_by_id(conn, run_ids)
 
     def runs(self, *, test: str | None = None) -> list[RunRow]:
         """Stored runs, newest first."""
