@@ -49,6 +49,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 # This checkout's gatecfg, whatever else is installed: a script's own folder (benchmarks/) heads sys.path,
@@ -237,6 +238,36 @@ def _nightly(
         spec: [StoredPoint(step, rng.gauss(1.0, 0.05), "pass", 1.0, 0.5, 1.5) for step in range(steps)]
         for spec in specs
     }
+
+
+def _write_export(path: Path, scale: Scale, runs: int) -> Path:
+    """A JSON Lines export of `runs` nightlies of the evaluated test (every 10th untrusted), the history
+    `gatecfg import` loads; written once per work folder and scale."""
+    if path.exists():
+        return path
+    rng = np.random.default_rng(0)
+    steps = np.arange(scale.steps)
+    partial = path.with_suffix(".partial")
+    with partial.open("w", encoding="utf-8") as out:
+        for n in range(runs):
+            info = _run_info(f"seed-{n}", TEST, n, trusted=n % 10 != 9)
+            metrics = {
+                _metric(g): np.column_stack([steps, rng.normal(1.0, 0.05, scale.steps)]).tolist()
+                for g in range(scale.gates)
+            }
+            for pairs in metrics.values():
+                for pair in pairs:
+                    pair[0] = int(pair[0])
+            line = {
+                "run_id": info.run_id,
+                "date": info.created_at.isoformat(),
+                "commit": info.commit,
+                "trusted": info.gate_trusted,
+                "metrics": metrics,
+            }
+            out.write(json.dumps(line) + "\n")
+    partial.rename(path)
+    return path
 
 
 def _seed(store: Store, specs: Sequence[CoordinateSpec], scale: Scale) -> None:

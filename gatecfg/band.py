@@ -217,24 +217,47 @@ def bulk_bands(
 def _bulk_tidy(
     x: npt.NDArray[np.float64], error: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """`tidy` of each element of x, which may be off by up to `error`; and where that is not certain (near
-    a rounding boundary, outside the exactly scaled range, not finite), for the caller to redo."""
+    """`tidy` of each element of x, which may be off by up to `error`; and where that is not certain, for
+    the caller to redo: near a rounding boundary by more than `error`, beyond 1e12 or below 1e-11 in
+    magnitude, or not finite.
+
+    x * 10**k is computed with its exact rounding error (Dekker's product), so that a value that lies
+    exactly on, or a hair beside, a decimal midpoint rounds as `tidy` rounds it: an edge 0.5 * ref of a
+    12-digit ref has 13 digits ending in 5, and half of a backtest's edges are such.
+    """
     magnitude = np.abs(x)
     exponent = np.floor(np.log10(np.where(magnitude > 0, magnitude, 1.0)))
-    shift = (SIGNIFICANT - 1) - exponent  # scaled by 10**shift, x has 12 digits before the point
-    up = np.clip(shift, 0, _EXACT_POWERS)
-    down = np.clip(-shift, 0, _EXACT_POWERS)
-    scaled = x * 10.0**up / 10.0**down
+    shift = np.clip((SIGNIFICANT - 1) - exponent, 0, _EXACT_POWERS)  # x * 10**shift has 12 digits
+    power = 10.0**shift
+    scaled = x * power
     digits = np.rint(scaled)
-    result = digits / 10.0**up * 10.0**down
-    fraction = np.abs(scaled - np.trunc(scaled))
-    # The scaled value carries the error of x and two roundings of its own.
-    slack = (error * 10.0**up / 10.0**down) + np.abs(scaled) * 4 * _EPSILON + 1e-9
+    # scaled + residue is x * power exactly.
+    x_hi, x_lo = _split(x)
+    p_hi, p_lo = _split(power)
+    residue = ((x_hi * p_hi - scaled) + x_hi * p_lo + x_lo * p_hi) + x_lo * p_lo
+    offset = scaled - digits  # exact: both lie within one unit of each other
+    # On a midpoint as computed, the residue's sign says which side x * 10**shift lies on (none: a tie,
+    # which rint breaks to even, as `tidy` does).
+    tie = np.abs(offset) == 0.5
+    digits = np.where(tie & (offset * residue > 0), digits + np.sign(offset), digits)
+    result = digits / power
     close = ~np.isfinite(x) | (
-        ~np.isfinite(scaled)
-        | (np.abs(shift) > _EXACT_POWERS)
-        | (np.abs(fraction - 0.5) <= slack)
-        | (np.abs(digits) < 10.0 ** (SIGNIFICANT - 1))
-        | (np.abs(digits) >= 10.0**SIGNIFICANT)
-    ) & (magnitude > 0)
+        (magnitude > 0)
+        & (
+            ~np.isfinite(scaled)
+            | ((SIGNIFICANT - 1) - exponent > _EXACT_POWERS)
+            | ((SIGNIFICANT - 1) - exponent < 0)
+            # The error of x moves it across a midpoint of the decimal grid.
+            | ((error > 0) & (np.abs(np.abs(offset) - 0.5) <= error * power + np.abs(scaled) * 2 * _EPSILON))
+            | (np.abs(digits) < 10.0 ** (SIGNIFICANT - 1))
+            | (np.abs(digits) >= 10.0**SIGNIFICANT)
+        )
+    )
     return result, close
+
+
+def _split(a: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Veltkamp's split of each double into two halves of 26 bits whose sum it is."""
+    c = 134217729.0 * a  # 2**27 + 1
+    high = c - (c - a)
+    return high, a - high

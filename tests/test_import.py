@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -392,14 +393,21 @@ def test_a_store_failure_midway_exits_3_and_leaves_no_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
 ) -> None:
     scenario = write_scenario(tmp_path)
+    insert = store_writes._insert_points
+    calls = []
 
-    def failing(*args: object, **kwargs: object) -> None:
-        # After every run row is inserted, in the import's one transaction.
-        raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+    def failing(*args: Any, **kwargs: Any) -> None:
+        # The first batches go in, a later one fails: all of them are in the import's one transaction.
+        calls.append(1)
+        if len(calls) > 2:
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+        insert(*args, **kwargs)
 
+    monkeypatch.setattr(store_writes, "BATCH_VALUES", 50)
     monkeypatch.setattr(store_writes, "_insert_points", failing)
     result = run_cli("import", "--test", TEST, scenario.export, "--gates", scenario.gates, "--db", store_url)
     assert result.code == 3
+    assert len(calls) == 3
     assert "disk I/O error" in result.err
     assert "Traceback" not in result.err
     monkeypatch.undo()
