@@ -214,6 +214,29 @@ def bulk_bands(
     return ref, lo, hi
 
 
+def ragged_bands(
+    constraint: Constraint | None,
+    windows: npt.NDArray[np.float64],
+    sizes: npt.NDArray[np.int64],
+    how: Reference = "mean",
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """`band()` of each row's first `sizes[i]` values (none: no reference, no edges): ref, lo and hi as
+    arrays, NaN for none, computed in bulk per row length and by `band` where bulk_bands does not."""
+    ref, lo, hi = (np.full(len(sizes), np.nan) for _ in range(3))
+    for size in np.unique(sizes).tolist():
+        if size == 0:
+            continue
+        rows = np.flatnonzero(sizes == size)
+        found = bulk_bands(constraint, windows[rows, :size], how)
+        if found is not None:
+            ref[rows], lo[rows], hi[rows] = found
+            continue
+        for row in rows.tolist():
+            exact = band(constraint, windows[row, :size].tolist(), how)
+            ref[row], lo[row], hi[row] = (np.nan if x is None else x for x in (exact.ref, exact.lo, exact.hi))
+    return ref, lo, hi
+
+
 def _bulk_tidy(
     x: npt.NDArray[np.float64], error: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:

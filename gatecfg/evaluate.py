@@ -16,10 +16,10 @@ from gatecfg.band import (
     SIGMA_MIN_VALUES,
     Band,
     band,
-    bulk_bands,
     fmt,
     limits_breach,
     min_values,
+    ragged_bands,
     reference,
 )
 from gatecfg.models import Constraint, Reference
@@ -287,22 +287,15 @@ class GateVerdicts(Sequence[Verdict]):
         )
 
     def _bulk_bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every step's band as ref, lo and hi arrays (NaN: none), computed per window size in bulk."""
-        ref, lo, hi = (np.full(len(self), np.nan) for _ in range(3))
-        for size in np.unique(self._sizes).tolist():
-            if size == 0 or self.window is None:
-                continue  # no history: no reference, no edges
-            steps = np.flatnonzero(self._sizes == size)
-            found = bulk_bands(
-                self.gate.constraint, self.window.values[self._rows[steps], :size], self.policy.reference
-            )
-            if found is not None:
-                ref[steps], lo[steps], hi[steps] = found
-                continue
-            for i in steps.tolist():
-                at = self.band_at(i)
-                ref[i], lo[i], hi[i] = (np.nan if x is None else x for x in (at.ref, at.lo, at.hi))
-        return ref, lo, hi
+        """Every step's band as ref, lo and hi arrays (NaN: none), computed in bulk."""
+        if self.window is None:
+            return tuple(np.full(len(self), np.nan) for _ in range(3))  # type: ignore[return-value]
+        matrix = self.window.values[np.maximum(self._rows, 0)]
+        return ragged_bands(self.gate.constraint, matrix, self._sizes, self.policy.reference)
+
+    def refs(self) -> list[float | None]:
+        """Every step's reference (None without history), computed in bulk."""
+        return _nullable(self._bulk_bands()[0]).tolist()  # type: ignore[no-any-return]
 
     @property
     def has_history(self) -> bool:

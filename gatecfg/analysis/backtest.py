@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
-from gatecfg.band import Band, band
+from gatecfg.band import Band, band, ragged_bands
 from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
@@ -226,21 +226,40 @@ class Replayer:
                 self._nightly[gate.metric].add(chosen.steps, chosen.numbers())
 
     def finish(self, runs: Sequence[RunReplay]) -> Replay:
-        """The replay of `runs` (the judged ones), with the bands and values the next run would meet."""
-        gates = {g.metric: g for g in self.test.gates}
-        window = self.policy.window
-        bands = {
-            metric: {
-                step: band(gates[metric].constraint, values, self.policy.reference)
-                for step, values in self._baseline[metric].newest(sorted(steps), window).items()
-            }
-            for metric, steps in self._steps_seen.items()
-        }
-        distributions = {
-            metric: self._nightly[metric].newest(sorted(steps), window)
-            for metric, steps in self._steps_seen.items()
-        }
+        """The replay of `runs` (the judged ones), with the bands and values the next run would meet for
+        the gates of `keep`."""
+        bands: dict[str, dict[int, Band]] = {}
+        distributions: dict[str, dict[int, Sequence[float]]] = {}
+        for gate in self.test.gates:
+            if self._keep is not None and gate.metric not in self._keep:
+                continue
+            steps = sorted(self._steps_seen[gate.metric])
+            bands[gate.metric] = self._bands(gate, steps)
+            distributions[gate.metric] = self._nightly[gate.metric].newest(steps, self.policy.window)
         return Replay(self.test, self.policy, tuple(runs), bands, distributions)
+
+    def _bands(self, gate: ResolvedGate, steps: Sequence[int]) -> dict[int, Band]:
+        window = self._baseline[gate.metric].window(steps, self.policy.window)
+        if window is None:
+            return {step: band(gate.constraint, []) for step in steps}
+        ref, lo, hi = ragged_bands(gate.constraint, window.values, window.counts, self.policy.reference)
+        found = {
+            step: Band(_none(r), n, _none(low), _none(high))
+            for step, r, n, low, high in zip(
+                window.steps, ref.tolist(), window.counts.tolist(), lo.tolist(), hi.tolist(), strict=True
+            )
+        }
+        if gate.constraint is not None and (
+            gate.constraint.sigma_up is not None or gate.constraint.sigma_down is not None
+        ):  # a band with a sigma term carries its spread: built whole
+            found = {
+                step: band(gate.constraint, window.history(step), self.policy.reference) for step in found
+            }
+        return {step: found.get(step) or band(gate.constraint, []) for step in steps}
+
+
+def _none(x: float) -> float | None:
+    return None if math.isnan(x) else x
 
 
 def replay(
@@ -368,7 +387,7 @@ def _tracks(replayed: Replay, metric: str) -> dict[int | None, Track]:
         result = r.results.get(metric)
         if result is None:
             continue
-        refs = [result.ref_at(i) for i in range(len(result))]
+        refs = result.refs()
         found[None].append((r.run, result.status, _mean(refs)))
         for step, status, ref in zip(result.selection.steps, result.statuses, refs, strict=True):
             found.setdefault(step, []).append((r.run, status, ref))

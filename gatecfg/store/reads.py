@@ -121,7 +121,10 @@ def run_values(
                     metric_points.c.coordinate_pk,
                     metric_points.c.run_pk,
                     metric_points.c.step,
-                    metric_points.c.value,
+                    # NULL (a NaN) as a flag beside a number: the rows then fill a numpy record array
+                    # straight from the cursor's tuples.
+                    sa.func.coalesce(metric_points.c.value, 0.0),
+                    metric_points.c.value.is_(None),
                     code,
                 )
                 .where(
@@ -140,27 +143,33 @@ def run_values(
         size = max(1, min(IN_CHUNK, ROWS_PER_READ * len(batch) // max(rows, 1)))
 
 
+_ROW = np.dtype(
+    [("coordinate", np.int64), ("run", np.int64), ("step", np.int64), ("value", np.float64),
+     ("null", np.bool_), ("status", np.int8)]
+)  # fmt: skip
+
+
 def _segments(
     rows: Sequence[Any], interned: dict[bytes, npt.NDArray[np.int64]]
 ) -> Iterator[tuple[int, int, ValueColumns]]:
     """(coordinate pk, run pk, columns) per run and coordinate of rows in primary-key order."""
     if not rows:
         return
-    coordinate_pk, run_pk, step, value, status = zip(*rows, strict=True)
-    coordinate_col = np.array(coordinate_pk, np.int64)
-    run_col = np.array(run_pk, np.int64)
-    step_col = np.array(step, np.int64)
-    value_col = np.array(value, np.float64)  # None (a NaN stored as NULL) reads as NaN
-    status_col = np.array(status, np.int8)
-    starts = np.flatnonzero((np.diff(coordinate_col) != 0) | (np.diff(run_col) != 0)) + 1
+    table = np.fromiter(rows, _ROW, count=len(rows))
+    values = np.where(table["null"], np.nan, table["value"])
+    coordinate, run = table["coordinate"], table["run"]
+    starts = np.flatnonzero((coordinate[1:] != coordinate[:-1]) | (run[1:] != run[:-1])) + 1
     bounds = [0, *starts.tolist(), len(rows)]
     for lo, hi in itertools.pairwise(bounds):
-        steps = step_col[lo:hi]
-        shared = interned.setdefault(steps.tobytes(), steps.copy())
+        steps = table["step"][lo:hi]
+        key = steps.tobytes()
+        shared = interned.get(key)
+        if shared is None:
+            shared = interned[key] = steps.copy()
         yield (
-            int(coordinate_col[lo]),
-            int(run_col[lo]),
-            ValueColumns(shared, value_col[lo:hi].copy(), status_col[lo:hi].copy()),
+            int(coordinate[lo]),
+            int(run[lo]),
+            ValueColumns(shared, values[lo:hi].copy(), table["status"][lo:hi].copy()),
         )
 
 
