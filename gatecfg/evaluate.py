@@ -20,7 +20,6 @@ from gatecfg.band import (
     limits_breach,
     min_values,
     ragged_bands,
-    reference,
 )
 from gatecfg.models import Constraint, Reference
 from gatecfg.resolve import Policy, ResolvedGate
@@ -253,14 +252,6 @@ class GateVerdicts(Sequence[Verdict]):
                 self.gate.constraint, self.history(index), self.policy.reference
             )
         return current
-
-    def ref_at(self, index: int) -> float | None:
-        """The band's reference at the index-th selected step (None without history), without its edges."""
-        found = self._verdicts[index]
-        if found is not None:
-            return found.band.ref
-        history = self.history(index)
-        return reference(history, self.policy.reference) if history else None
 
     def stored_points(self) -> list[StoredPoint]:
         """What the store keeps of the gate's steps (see `stored_columns`), a point per step."""

@@ -105,7 +105,13 @@ def _sqlite_begin(connection: Connection) -> None:
 
 
 def _postgresql_engine(url: URL) -> Engine:
-    connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    # No server-side prepared statements: behind a pooler in transaction mode (PgBouncer, the way hundreds
+    # of CI runners share one server) a statement psycopg prepared on one server connection is unknown on
+    # the next. A CI process runs each statement a few times at most, so preparing would gain nothing.
+    connect_args["prepare_threshold"] = None
     try:
         return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ImportError:
