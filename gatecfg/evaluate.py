@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -265,7 +265,7 @@ class GateVerdicts(Sequence[Verdict]):
         everything = bool(kept.all())
         statuses = np.array(self.statuses, dtype=object)
 
-        def column(values: np.ndarray) -> list[object]:
+        def column(values: np.ndarray) -> list[Any]:
             return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
 
         return PointColumns(
@@ -331,7 +331,9 @@ class GateVerdicts(Sequence[Verdict]):
 
 def _nullable(values: np.ndarray) -> np.ndarray:
     """Floats as Python objects, None where NaN (the store's and the report's "none")."""
-    return np.where(np.isnan(values), None, values.astype(object))
+    found = values.astype(object)
+    found[np.isnan(values)] = None
+    return found
 
 
 def trusted(results: Sequence[GateVerdicts]) -> bool:

@@ -57,7 +57,9 @@ def _column(gate: ResolvedGate, run: ImportedRun) -> ValueColumns | None:
     numbers = chosen.numbers()
     if np.isnan(numbers).any():
         record = run.record.column(gate.metric)
-        logged = {} if record is None else dict(zip(record.steps, record.values, strict=True))
+        logged: dict[int | None, float | None] = (
+            {} if record is None else dict(zip(record.steps, record.values, strict=True))
+        )
         kept = {
             s.step: value
             for s in chosen

@@ -229,7 +229,7 @@ class Replayer:
         """The replay of `runs` (the judged ones), with the bands and values the next run would meet for
         the gates of `keep`."""
         bands: dict[str, dict[int, Band]] = {}
-        distributions: dict[str, dict[int, Sequence[float]]] = {}
+        distributions: dict[str, Mapping[int, Sequence[float]]] = {}
         for gate in self.test.gates:
             if self._keep is not None and gate.metric not in self._keep:
                 continue

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -514,7 +514,11 @@ def _fast_pairs(given: list[object]) -> tuple[list[int], list[float]] | None:
     """`[[step, value], ...]` of JSON numbers only, whole steps >= 0 given once: the steps in order and
     their values, read as arrays; None for anything else, which `_pairs` reads (and names the error of)."""
     try:
-        if set(map(len, given)) - {2} or set(map(type, itertools.chain.from_iterable(given))) - {int, float}:
+        pairs_ = cast(list[list[object]], given)  # checked here, at C speed: anything else is a TypeError
+        if set(map(len, pairs_)) - {2} or set(map(type, itertools.chain.from_iterable(pairs_))) - {
+            int,
+            float,
+        }:
             return None
         pairs = np.array(given, np.float64).reshape(-1, 2)
     except (TypeError, ValueError, OverflowError):  # not pairs, or an integer beyond the float range
