@@ -24,7 +24,7 @@ from gatecfg.band import (
 from gatecfg.models import Constraint, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
-from gatecfg.store.rows import PointColumns, StoredPoint
+from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
@@ -394,7 +394,7 @@ def _statuses(
             steps = np.flatnonzero(open_ & (sizes == size))
             matrix = window.values[rows[steps], :size]
             codes[steps] = _band_statuses(gate.constraint, values[steps], matrix, policy.reference)
-    statuses = [_STATUSES[code] for code in codes.tolist()]
+    statuses: list[Status] = _STATUS_OBJECTS[codes].tolist()  # a close call's entry is replaced below
     for i in np.flatnonzero(codes == _CLOSE).tolist():
         history = [] if window is None else window.values[rows[i], : sizes[i]].tolist()
         statuses[i] = judge(gate, "", selection[i], history, policy, enforce=False).status
@@ -402,8 +402,8 @@ def _statuses(
 
 
 # Status codes of the bulk arithmetic, and a close call that `judge` decides.
-_STATUSES: tuple[Status, ...] = ("pass", "fail", "tracked", "cold", "error")
-_CODE: Mapping[Status, int] = {status: code for code, status in enumerate(_STATUSES)}
+_CODE: Mapping[Status, int] = {status: code for code, status in enumerate(STATUSES)}
+_STATUS_OBJECTS = np.array(STATUSES, dtype=object)
 _CLOSE = -1
 
 
