@@ -1,30 +1,30 @@
-"""Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issue 7; the results are in docs/performance.md).
+"""Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issues 7 and 15; results in docs/performance.md).
 
     python benchmarks/bench.py           # 200 runs x 40 gates x 1,000 steps: 8M stored values, both stores
     python benchmarks/bench.py --quick   # 1/50 of that: a smoke run in a minute
     python benchmarks/bench.py --stores sqlite --runs 200 --gates 40 --steps 1000 --files 1000 \\
         --regime-runs 10000 --pg postgresql+psycopg://postgres@127.0.0.1:5432/test
+    # the fleet store at 10x: seeded once by import into a kept database, then measured again and again
+    python benchmarks/bench.py --stores postgresql --runs 2000 --pg-database wt15_bench80m --no-per-coordinate
 
-For each store it writes a synthetic history of `--runs` nightlies of one test (every 10th untrusted)
-through `Store.write_run`, then measures, best of `--repeat`, wall and CPU seconds of this process:
+Every figure is printed beside its reference, ratio first. For each store:
 
-* evaluate: what `gatecfg evaluate` does, in this process: gate files, record, step selection, baselines,
-  verdicts, the re-key check and the text report, for one run of `--gates` x `--steps` values. Beside it,
-  on the same database in the same run, two references:
-    - bare fetch: one SQL statement through the raw DBAPI cursor that returns exactly the
-      (coordinate, step, value) rows the baselines need, through the project's indexes, ungrouped;
-    - per-coordinate: one baseline query per (coordinate, step), the shape of the gate gatecfg replaces;
-  and how much of it is Store.baselines, the rest being the per-coordinate work in Python;
-* the JSON report of those verdicts, and `gatecfg evaluate` as a process: wall time with interpreter start
-  and its peak RSS;
-* write: `Store.write_run` of one such run;
-* lint and resolve of `--files` gate files in this process, and lint as a process with its peak RSS;
-* regimes: `gatecfg regimes` over a series of `--regime-runs` stored nightlies, in this process.
+* import: the history (`--runs` nightlies of one test, every 10th untrusted) is seeded by `gatecfg import`
+  of a JSON Lines export, measured as a process (wall, CPU, peak RSS), beside the same import of a tenth
+  of the runs (how peak RSS grows with the export);
+* evaluate, in this process: gate files, record, step selection, baselines, verdicts, the re-key check and
+  the text report, for one run of `--gates` x `--steps` values, beside the bare fetch (one SQL statement
+  through the raw DBAPI cursor returning exactly the baseline rows) and, unless --no-per-coordinate, one
+  baseline query per (coordinate, step); and evaluate at a hundredth of the values (its fixed costs);
+* `gatecfg evaluate` as a process beside a plain Python process making the bare fetch;
+* write: `Store.write_run` of one run; regimes over `--regime-runs` nightlies, in this process and as a
+  `gatecfg regimes` process; `gatecfg backtest --metric` as a process beside the bare read of the test's
+  values; lint and resolve of `--files` gate files, `gatecfg lint` and `gatecfg --help` as processes.
 
 On SQLite everything runs in this process, so CPU seconds are the fair comparison on a busy machine;
 PostgreSQL works in its own processes, so its figures are wall seconds. PostgreSQL runs in a fresh
-database that this script creates on the server `--pg` names (default $GATECFG_TEST_PG_URL) and drops.
-Not part of the test suite.
+database that this script creates on the server `--pg` names (default $GATECFG_TEST_PG_URL) and drops, or
+in the kept `--pg-database`. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -494,15 +494,16 @@ def _bench_store(
             sum(row.run.run_id.startswith("seed-") for row in store.runs(test=TEST)),
             len(store.runs(test=REGIMES_TEST)),
         )
-    if seeded == (0, 0):
+    if seeded[0] == 0:
         _bench_import(url, gates, scale, figures)
+    if seeded[1] == 0:
         with Store.open(url) as store:
             _seed_regimes(store, _specs(gates, REGIMES_TEST)[0], scale.regime_runs)
-    elif seeded != (scale.runs, scale.regime_runs):
+    if seeded[0] not in (0, scale.runs) or seeded[1] not in (0, scale.regime_runs):
         raise RuntimeError(
             f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
         )
-    else:
+    if seeded[0]:
         print(f"  reusing {url}: {seeded[0]} runs and a {seeded[1]}-run regimes series", flush=True)
     _analyze(url)
     values = scale.gates * scale.steps
