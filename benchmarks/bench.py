@@ -494,15 +494,15 @@ def _bench_store(
             sum(row.run.run_id.startswith("seed-") for row in store.runs(test=TEST)),
             len(store.runs(test=REGIMES_TEST)),
         )
+    if seeded[0] not in (0, scale.runs) or seeded[1] not in (0, scale.regime_runs):
+        raise RuntimeError(
+            f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
+        )
     if seeded[0] == 0:
         _bench_import(url, gates, scale, figures)
     if seeded[1] == 0:
         with Store.open(url) as store:
             _seed_regimes(store, _specs(gates, REGIMES_TEST)[0], scale.regime_runs)
-    if seeded[0] not in (0, scale.runs) or seeded[1] not in (0, scale.regime_runs):
-        raise RuntimeError(
-            f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
-        )
     if seeded[0]:
         print(f"  reusing {url}: {seeded[0]} runs and a {seeded[1]}-run regimes series", flush=True)
     _analyze(url)
