@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gatecfg import __version__
 from gatecfg.errors import InputError
-from gatecfg.evaluate import GateVerdicts, evaluate, exit_code, needed_history, trusted
+from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import read_records

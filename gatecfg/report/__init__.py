@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatecfg.evaluate import GateVerdicts, Verdict
+from gatecfg.verdicts import GateVerdicts, Verdict
 from gatecfg.rekey import RekeyWarning
 
 FORMATS = ("text", "json", "markdown", "junit", "github")

@@ -8,7 +8,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from gatecfg.band import tidy
-from gatecfg.evaluate import GateVerdicts, Verdict
+from gatecfg.verdicts import GateVerdicts, Verdict
 from gatecfg.report import RunReport
 
 SCHEMA_VERSION = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import islice
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import Status, Verdict
+from gatecfg.verdicts import Status, Verdict
 from gatecfg.report import RunReport, role, step_label
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}

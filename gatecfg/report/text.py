@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 from gatecfg.report import RunReport, role, step_label
 
 DETAIL_ROWS_PER_GATE = 10
