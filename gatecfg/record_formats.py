@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from gatecfg.errors import Location, RecordError
-
 from gatecfg.records import RECORD_HINT, read_record_text
 
 if TYPE_CHECKING:
@@ -28,11 +27,12 @@ Kind = Literal["jsonl", "tensorboard", "wandb-csv", "wandb-json", "mlflow"]
 # A TFRecord starts with an 8-byte length and a 4-byte CRC; an event file's first record names the format.
 _TB_MARK = b"brain.Event:"
 _MLFLOW_LINE = re.compile(r"-?\d+ \S+( -?\d+)?")
+_STEP_CELL_HINT = "every row of a W&B history export has its step in the `_step` column"
 _TB_HINT = "pip install 'gatecfg[tensorboard]' (TensorBoard's own reader reads the event files)"
 
 
 def sniff(path: str) -> Kind:
-    """The format of a record file or folder, from what it holds (its name only for event files in a folder)."""
+    """The format of a record file or folder, from what it holds (a folder's event files by their name)."""
     given = Path(path)
     if given.is_dir():
         if (given / "metrics").is_dir() or _inside_metrics(given) is not None:
@@ -85,7 +85,8 @@ def _tensorboard(path: str, builder: _Builder) -> None:
         from tensorboard.util import tensor_util
     except ImportError:
         raise RecordError.at(
-            Location(path), "is a TensorBoard event record, and the tensorboard extra is not installed",
+            Location(path),
+            "is a TensorBoard event record, and the tensorboard extra is not installed",
             hint=_TB_HINT,
         ) from None
     given = Path(path)
@@ -120,14 +121,15 @@ def _wandb_csv(path: str, builder: _Builder) -> None:
         if None in row:
             raise RecordError.at(
                 location,
-                f"the row has {len(reader.fieldnames or []) + len(row[None])} cells, "  # type: ignore[index]
-                f"the header {len(reader.fieldnames or [])}",
+                f"the row has more cells than the header's {len(reader.fieldnames or [])}",
                 hint="export the run's history again: each row needs one cell per column",
             )
         # An empty cell is a metric not logged at this step (W&B histories are sparse).
         values = {key: _cell(cell) for key, cell in row.items() if key is not None and cell not in ("", None)}
         if "_step" not in values:
-            raise RecordError.at(location, "the row has no `_step`", dotted="_step", hint="every row needs its step")
+            raise RecordError.at(
+                location, "the row has no `_step`", dotted="_step", hint="every row needs its step"
+            )
         builder.add_row(values, location)
 
 
@@ -143,7 +145,9 @@ def _wandb_json(path: str, builder: _Builder) -> None:
             hint='a W&B history export is a JSON array of rows, e.g. [{"_step": 0, "train/loss": 2.3}]',
         ) from None
     except (RecursionError, ValueError):
-        raise RecordError.at(Location(path), "malformed JSON: nested too deeply or a number too long") from None
+        raise RecordError.at(
+            Location(path), "malformed JSON: nested too deeply or a number too long"
+        ) from None
     for number, row in enumerate(rows, start=1):
         location = Location(path, number)
         if type(row) is not dict or not ("_step" in row or "step" in row):
@@ -201,5 +205,3 @@ def _number(text: str) -> object:
         return float(text)  # MLflow writes Python's repr: 0.5, nan, inf, -inf
     except ValueError:
         return text
-
-

@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sys
 import operator
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +130,8 @@ def parse_record_text(text: str, path: str) -> Record:
 
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
-Metrics = Mapping[str, Iterable[tuple[int, float]]] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+Points = Mapping[str, Iterable[tuple[int, float]]]
+Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 RECORD_HINT = (
     "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
     "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
@@ -152,9 +153,7 @@ def read_metrics(metrics: Metrics) -> Record:
     return build_record(metrics)
 
 
-def build_record(
-    paths: Sequence[str | os.PathLike[str]], logged: Mapping[str, Iterable[tuple[int, float]]] | None = None
-) -> Record:
+def build_record(paths: Sequence[str | os.PathLike[str]], logged: Points | None = None) -> Record:
     """Record files in any supported format, and points logged in Python, merged into one record."""
     builder = _Builder()
     seen: dict[Path, str] = {}
@@ -290,7 +289,7 @@ class _Builder:
             columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
         return Record(MappingProxyType(columns), tuple(self._files))
 
-    def add_logged(self, logged: Mapping[str, Iterable[tuple[int, float]]]) -> None:
+    def add_logged(self, logged: Points) -> None:
         """Points given in Python: numpy scalars count as the numbers they are, as in a JSON file."""
         self._files.append(LOGGED)
         for metric, points in logged.items():
@@ -425,7 +424,7 @@ def _python_step(step: object) -> object:
     if isinstance(step, bool):
         return step
     try:
-        return operator.index(step)
+        return operator.index(step)  # type: ignore[arg-type]  # anything with __index__
     except TypeError:
         return step
 

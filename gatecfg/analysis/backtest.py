@@ -31,11 +31,11 @@ import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.band import Band, band
-from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.store import Store
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.windows import Baselines, Window
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
