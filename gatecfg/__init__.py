@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         RecordError,
         StoreError,
     )
+    from gatecfg.pytest_plugin import GateMetrics
     from gatecfg.report import RunReport
     from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest
     from gatecfg.verdicts import GateVerdicts, Verdict
@@ -32,6 +33,7 @@ _EXPORTS = {
     "lint": "gatecfg.api",
     "load_gates": "gatecfg.api",
     "RunReport": "gatecfg.report",
+    "GateMetrics": "gatecfg.pytest_plugin",
     "GateVerdicts": "gatecfg.verdicts",
     "Verdict": "gatecfg.verdicts",
     "GateTree": "gatecfg.resolve",
@@ -48,6 +50,7 @@ _EXPORTS = {
 
 __all__ = [
     "GateFileError",
+    "GateMetrics",
     "GateTree",
     "GateVerdicts",
     "GatecfgError",

@@ -131,7 +131,7 @@ def parse_record_text(text: str, path: str) -> Record:
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
-Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Record
 RECORD_HINT = (
     "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
     "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
@@ -145,7 +145,10 @@ def read_records(paths: Sequence[str | os.PathLike[str]]) -> Record:
 
 
 def read_metrics(metrics: Metrics) -> Record:
-    """A run's metrics given as a mapping of points or as record files (str, path, or a sequence of them)."""
+    """A run's metrics given as a mapping of points or as record files (str, path, or a sequence of them);
+    a Record (built by the pytest plugin from files and points) as it is."""
+    if isinstance(metrics, Record):
+        return metrics
     if isinstance(metrics, Mapping):
         return build_record((), metrics)
     if isinstance(metrics, str | os.PathLike):
