@@ -4,6 +4,8 @@ step's inputs against it; the action's shell scripts pass `shellcheck`."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 from ruamel.yaml import YAML
+from test_evaluate_cli import TEST, seed_nightlies, write_gates, write_record
 
 ACTION_REF = "your-org/gatecfg@v0.1.0"
 
@@ -92,3 +95,92 @@ def test_action_declares_the_documented_interface() -> None:
     docs = (REPO / "docs" / "github-actions.md").read_text(encoding="utf-8")
     for name in [*action["inputs"], *action["outputs"]]:
         assert f"| `{name}` |" in docs, f"docs/github-actions.md does not describe `{name}`"
+
+
+# ---------------------------------------------------------------------- the action's script, run locally
+
+
+def run_action(project: Path, tmp_path: Path, **inputs: str) -> tuple[int, dict[str, str], str]:
+    """The action's gatecfg step as the runner runs it: inputs as environment variables, GITHUB_OUTPUT and
+    GITHUB_STEP_SUMMARY files; gatecfg from this checkout's environment."""
+    [script] = [run for name, run in action_scripts() if name.startswith("gatecfg ")]
+    runner = tmp_path / "runner"
+    runner.mkdir(exist_ok=True)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "RUNNER_TEMP": str(runner),
+        "GITHUB_OUTPUT": str(runner / "output"),
+        "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+        # Every input is set on the runner, to its default when the workflow does not give it.
+        **{f"GATECFG_{name.upper()}": value for name, value in {**DEFAULTS, **inputs}.items()},
+    }
+    (runner / "output").write_text("")
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True, check=False
+    )
+    outputs = dict(line.split("=", 1) for line in (runner / "output").read_text().splitlines())
+    return result.returncode, outputs, result.stdout + result.stderr
+
+
+DEFAULTS = {
+    "command": "",
+    "test": "",
+    "record": "",
+    "gates": "gates",
+    "action_db_url": "",
+    "write": "false",
+    "fail_on_rekey": "false",
+    "base": "",
+    "series": "",
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    project = tmp_path / "repo"
+    project.mkdir()
+    gates = write_gates(project, "  rollout/raw_reward:\n    enforce: true\n")
+    seed_nightlies(tmp_path, gates, f"sqlite:///{project}/history.db")
+    write_record(project / "pr.jsonl", {"rollout/raw_reward": [(0, 0.2), (1, 0.3125)]})
+    return project
+
+
+def test_action_evaluate_fails_on_an_enforced_gate_and_sets_outputs(project: Path, tmp_path: Path) -> None:
+    code, outputs, stdout = run_action(
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl\n", action_db_url="history.db"
+    )
+    assert code == 1
+    assert outputs["exit-code"] == "1"
+    assert json.loads(Path(outputs["report-json"]).read_text())["exit_code"] == 1
+    assert Path(outputs["junit"]).read_text().startswith("<?xml")
+    assert "rollout/raw_reward" in Path(outputs["report-markdown"]).read_text()
+    assert "::error " in stdout  # an annotation
+    assert "rollout/raw_reward" in (tmp_path / "runner" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(("fail_on_rekey", "expected"), [("false", 0), ("true", 1)], ids=["warn", "fail"])
+def test_action_fail_on_rekey(project: Path, tmp_path: Path, fail_on_rekey: str, expected: int) -> None:
+    base = project / "gates" / "base.yaml"
+    base.write_text(base.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"))
+    code, outputs, stdout = run_action(
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", action_db_url="history.db",
+        fail_on_rekey=fail_on_rekey,
+    )  # fmt: skip
+    assert (code, outputs["exit-code"]) == (expected, str(expected))
+    assert len(json.loads(Path(outputs["report-json"]).read_text())["warnings"]) == 1
+    assert ("re-keyed and start cold, and fail-on-rekey is set" in stdout) == (expected == 1)
+
+
+def test_action_lint_annotates_and_writes_the_problems(project: Path, tmp_path: Path) -> None:
+    (project / "gates" / "bad.yaml").write_text("test: tests/e2e/test_bad_ci.py\ngates:\n  nope/metric:\n")
+    code, outputs, stdout = run_action(project, tmp_path, command="lint")
+    assert (code, outputs["exit-code"]) == (2, "2")
+    assert stdout.startswith("::error file=gates/bad.yaml,line=3")
+    [problem] = json.loads(Path(outputs["report-json"]).read_text())
+    assert problem["path"] == "gates/bad.yaml"
+
+
+def test_action_rejects_an_unknown_command(project: Path, tmp_path: Path) -> None:
+    code, outputs, stdout = run_action(project, tmp_path, command="evaluat")
+    assert (code, outputs["exit-code"]) == (2, "2")
+    assert "command must be lint, diff or evaluate, not 'evaluat'" in stdout

@@ -4,10 +4,11 @@ the regressed one with its reason, serially and under pytest-xdist."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import run_cli
+from helpers import REPO, run_cli
 
 import gatecfg
 
@@ -93,6 +94,16 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
         ]
     )
     assert f"FAILED {GOOD}" not in result.stdout.str()
+
+
+def test_docs_show_the_output_of_a_real_run(project: pytest.Pytester) -> None:
+    text = (REPO / "docs" / "pytest.md").read_text(encoding="utf-8")
+    [shown] = re.findall(r"```text\n(.*?)```", text, re.DOTALL)
+    result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
+    lines = shown.rstrip("\n").split("\n")
+    # The timing differs from run to run; blank lines are not matched by fnmatch_lines.
+    expected = [re.sub(r" in [\d.]+s ", " in *s ", line) for line in lines if line]
+    result.stdout.fnmatch_lines(expected, consecutive=False)
 
 
 def test_nothing_is_written_unless_asked(project: pytest.Pytester) -> None:
