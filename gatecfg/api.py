@@ -84,5 +84,5 @@ def lint(paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath = "gates") -
     from gatecfg.commands.lint import find_problems
 
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    problems, _ = find_problems([Path(p) for p in given], gates=Path(gates))
+    problems = find_problems([Path(p) for p in given], gates=Path(gates))
     return sorted(problems, key=lambda p: (p.location, p.dotted, p.message))

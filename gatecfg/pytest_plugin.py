@@ -136,10 +136,10 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
         return
     from gatecfg.api import evaluate
     from gatecfg.errors import GatecfgError
-    from gatecfg.records import build_record
+    from gatecfg.records import read_records
 
     try:
-        record = build_record(metrics.files, metrics.points)
+        record = read_records(metrics.files, metrics.points)
         report = evaluate(test, record, gates=settings.gates, db=settings.db, write=settings.write)
     except GatecfgError as exc:
         pytest.fail(f"gatecfg: {exc}", pytrace=False)

@@ -139,25 +139,21 @@ RECORD_HINT = (
 LOGGED = "<logged metrics>"  # where points given in Python are said to come from, in messages
 
 
-def read_records(paths: Sequence[str | os.PathLike[str]]) -> Record:
-    """Read, parse and merge record files; a step logged twice for one metric, in any files, is an error."""
-    return build_record(paths)
-
-
 def read_metrics(metrics: Metrics) -> Record:
     """A run's metrics given as a mapping of points or as record files (str, path, or a sequence of them);
     a Record (built by the pytest plugin from files and points) as it is."""
     if isinstance(metrics, Record):
         return metrics
     if isinstance(metrics, Mapping):
-        return build_record((), metrics)
+        return read_records((), metrics)
     if isinstance(metrics, str | os.PathLike):
-        return build_record([metrics])
-    return build_record(metrics)
+        return read_records([metrics])
+    return read_records(metrics)
 
 
-def build_record(paths: Sequence[str | os.PathLike[str]], logged: Points | None = None) -> Record:
-    """Record files in any supported format, and points logged in Python, merged into one record."""
+def read_records(paths: Sequence[str | os.PathLike[str]], logged: Points | None = None) -> Record:
+    """Read, parse and merge record files in any supported format, and points logged in Python; a step
+    logged twice for one metric, in any of them, is an error."""
     builder = _Builder()
     seen: dict[Path, str] = {}
     for given in paths:

@@ -37,11 +37,10 @@ def lint(
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
 
 
-def find_problems(paths: Sequence[Path], *, gates: Path) -> tuple[list[Problem], int]:
-    """The problems of the gate files `paths` select (all under `gates` when none), and how many files
-    were checked: what `gatecfg.lint` returns and the command prints."""
-    problems, checked, _ = _check(paths, gates)
-    return problems, checked
+def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
+    """The problems of the gate files `paths` select (all under `gates` when none): what `gatecfg.lint`
+    returns and the command prints."""
+    return _check(paths, gates)[0]
 
 
 def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], int, list[ResolvedTest]]:
