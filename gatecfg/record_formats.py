@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gatecfg.errors import Location, RecordError
 from gatecfg.records import RECORD_HINT, read_record_text
@@ -81,27 +83,55 @@ def _event_files(folder: Path) -> list[Path]:
 
 def _tensorboard(path: str, builder: _Builder) -> None:
     try:
-        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-        from tensorboard.util import tensor_util
+        import tensorboard  # noqa: F401  # the extra; its reader's parts load where they are used
     except ImportError:
         raise RecordError.at(
             Location(path),
             "is a TensorBoard event record, and the tensorboard extra is not installed",
             hint=_TB_HINT,
         ) from None
+    from tensorboard.util import tensor_util
+
     given = Path(path)
     files = [str(f) for f in _event_files(given)] if given.is_dir() else [path]
     for file in files:
         builder.add_file(file)
-        # The loader brings every summary to today's form: a scalar is a tensor of the `scalars` plugin,
-        # whether tf.summary, tensorboardX or torch wrote it (as a float32 `simple_value` or a tensor).
-        for number, event in enumerate(EventFileLoader(file).Load(), start=1):
+        for number, event in _events(file):
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name != "scalars":
                     continue  # histograms, images, text: not metrics a gate reads
                 array = tensor_util.make_ndarray(value.tensor)
                 logged: object = float(array) if array.size == 1 else array.tolist()
                 builder.add_point(value.tag, event.step, logged, Location(file, number))
+
+
+def _events(file: str) -> Iterator[tuple[int, Any]]:
+    """Each event of a file with its record number, brought to today's form: a scalar is a tensor of the
+    `scalars` plugin whether tf.summary, tensorboardX or torch wrote it (a float32 `simple_value`, or a
+    tensor). TensorBoard's `EventFileLoader` does the same with these same parts, but stops without a word
+    at a truncated or corrupt record, and a gate would judge part of a run."""
+    from google.protobuf.message import DecodeError
+    from tensorboard import data_compat, dataclass_compat
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
+
+    reader = pywrap_tensorflow.PyRecordReader_New(file)
+    first_metadata: dict[str, Any] = {}  # per tag, as dataclass_compat keeps it across a run
+    for number in itertools.count(1):
+        try:
+            reader.GetNext()
+            event = event_pb2.Event.FromString(reader.record())
+        except errors.OutOfRangeError:
+            return
+        except (errors.DataLossError, DecodeError) as exc:
+            damage = "truncated" if "truncated" in str(exc) else "corrupt"
+            raise RecordError.at(
+                Location(file, number),
+                f"event record {number} is {damage}",
+                hint="a writer killed mid-write, or a damaged copy; the run's metrics are not all there",
+            ) from None
+        for migrated in dataclass_compat.migrate_event(data_compat.migrate_event(event), first_metadata):
+            yield number, migrated
 
 
 def _cell(text: str) -> object:

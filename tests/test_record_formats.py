@@ -216,7 +216,7 @@ def test_tensorboard_without_its_extra_names_the_extra(
     with tensorboardx.SummaryWriter(str(tmp_path / "tb")) as writer:
         writer.add_scalar("train/grad_norm", 1.0, 0)
     (event_file,) = (tmp_path / "tb").glob("*tfevents*")
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # as if not installed
     code, err = _error("--gates", gates, "--test", TEST, "--record", event_file, "--db", tmp_path / "h.db")
     assert code == 2
     assert err == (
@@ -233,3 +233,26 @@ def test_mlflow_non_finite_values_read_as_in_json_lines(tmp_path: Path) -> None:
     assert column.steps == [0, 1, 2, 3]
     assert math.isnan(column.values[0])  # type: ignore[arg-type]
     assert column.values[1:] == [math.inf, -math.inf, 0.5]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_event_file_is_an_error_at_its_record(tmp_path: Path, gates: Path, damage: str) -> None:
+    tensorboardx = pytest.importorskip("tensorboardX")
+    with tensorboardx.SummaryWriter(str(tmp_path / "tb")) as writer:
+        for step in range(3):
+            writer.add_scalar("train/grad_norm", 1.0 + step, step)
+    (event_file,) = (tmp_path / "tb").glob("*tfevents*")
+    data = bytearray(event_file.read_bytes())
+    if damage == "truncated":
+        del data[
+            -5:
+        ]  # a writer killed in the middle of the last record (the 4th: one per step after the 1st)
+    else:
+        data[-6] ^= 0xFF  # a flipped byte in the last record's payload fails its CRC
+    event_file.write_bytes(bytes(data))
+    code, err = _error("--gates", gates, "--test", TEST, "--record", event_file, "--db", tmp_path / "h.db")
+    assert code == 2
+    assert err == (
+        f"{event_file}:4: error: event record 4 is {damage}\n"
+        "  hint: a writer killed mid-write, or a damaged copy; the run's metrics are not all there"
+    )
