@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 from ruamel.yaml import YAML
-from test_evaluate_cli import TEST, seed_nightlies, write_gates, write_record
+from test_evaluate_cli import TEST, write_gates, write_record
+
+import gatecfg
 
 ACTION_REF = "your-org/gatecfg@v0.1.0"
 
@@ -140,7 +142,11 @@ def project(tmp_path: Path) -> Path:
     project = tmp_path / "repo"
     project.mkdir()
     gates = write_gates(project, "  rollout/raw_reward:\n    enforce: true\n")
-    seed_nightlies(tmp_path, gates, f"sqlite:///{project}/history.db")
+    for night, reward in enumerate([0.5, 0.55, 0.45]):
+        points = {"rollout/raw_reward": [(0, 0.2), (1, reward)]}
+        gatecfg.evaluate(
+            TEST, points, gates=gates, db=str(project / "history.db"), write=True, run_id=f"n{night}"
+        )
     write_record(project / "pr.jsonl", {"rollout/raw_reward": [(0, 0.2), (1, 0.3125)]})
     return project
 
