@@ -3,8 +3,9 @@ Biases history export (CSV or a JSON array of rows with `_step`), and an MLflow 
 
 Each reader feeds the points into the records builder, so a record in any format is judged exactly as the
 equivalent JSON Lines, with the same errors at `file:line` (`file:N` with N the record's number in a
-TensorBoard file or a JSON array). Only TensorBoard's binary format needs a library (its own reader, in the
-`tensorboard` extra); W&B exports and MLflow's metric files are text and read with the standard library.
+TensorBoard file or a JSON array). Only TensorBoard's binary format needs a library (its own record reader
+and compat layers, in the `tensorboard` extra); W&B exports and MLflow's metric files are text, read with
+the standard library.
 """
 
 from __future__ import annotations
