@@ -60,8 +60,11 @@ MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a 
 MAD_TO_SIGMA = 1.4826
 # Differences below this fraction of the values' magnitude are float rounding (sqrt of machine epsilon).
 NUMERIC_NOISE = float(np.sqrt(np.finfo(np.float64).eps))
-# 95% quantile of chi-square with one degree of freedom: a likelihood-ratio interval's bound.
-CHI2_1_95 = 3.841458820694124
+# Bound of a 95% likelihood-ratio interval for the place of a change. Not chi-square(1)'s 3.84: a place is
+# no regular parameter. Around the true place the log-likelihood ratio of the others is a two-sided random
+# walk with drift, whose maximum M has P(M > x) = 1 - (1 - e^-x)^2 (Hinkley 1970, in its Brownian limit);
+# 2x for a 5% tail is -2 ln(1 - sqrt(0.95)).
+LOCATION_LR_95 = -2 * math.log(1 - math.sqrt(0.95))
 # Long-run variance of `log((d[2k]^2 + d[2k+1]^2) / 2)` for first differences `d` of unit Gaussian noise
 # (variance 1.793 plus twice the lag-1 covariance 0.181), from a 4-million-night simulation;
 # `tests/test_regimes.py` recomputes it.
@@ -286,7 +289,7 @@ def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[t
         total = sums.level_sse(left, splits - 1) + sums.level_sse(splits, right - 1)
         k = int(np.argmin(total))
         starts[i] = int(splits[k])
-        likely = splits[total - total[k] <= CHI2_1_95]
+        likely = splits[total - total[k] <= LOCATION_LR_95]
         intervals[i] = (int(likely.min()), int(likely.max()))
     return starts, intervals
 
@@ -464,7 +467,7 @@ def _localise(bounds: list[int], n: int, cost: Cost) -> tuple[list[int], list[tu
             total = cost(left, splits)[0] + cost(splits, right)[0]
             k = int(np.argmin(total))
             bounds[i] = int(splits[k])
-            likely = splits[total - total[k] <= CHI2_1_95]
+            likely = splits[total - total[k] <= LOCATION_LR_95]
             intervals[i] = (int(likely.min()), int(likely.max()))
     intervals[0] = (bounds[0], bounds[0])
     return bounds, intervals
