@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from regimes_grid import (  # noqa: E402  (the shared generators live beside the tests)
+from regimes_grid import (
     LEVEL_LENGTHS,
     LEVEL_SHIFTS,
     NOISES,
@@ -33,7 +33,6 @@ from regimes_grid import (  # noqa: E402  (the shared generators live beside the
     drift_series,
     found_of,
     level_series,
-    matched,
     spread_series,
     step_series,
 )
@@ -51,7 +50,9 @@ def level_table(reps: int) -> None:
             score = Score()
             for noise, outliers in itertools.product(NOISES, (0.0, 0.03)):
                 for _ in range(reps):
-                    series, truth = level_series(rng, shift=shift, noise=noise, length=length, outliers=outliers)
+                    series, truth = level_series(
+                        rng, shift=shift, noise=noise, length=length, outliers=outliers
+                    )
                     score.add(found_of(series).starts, truth)
             cells.append(f"P {score.precision:.2f} R {score.recall:.2f}")
             if shift >= 2 and length >= 10:
@@ -140,7 +141,7 @@ def noise_table(reps: int) -> None:
 
 def localisation_table(reps: int) -> None:
     print("## localisation of one step between two regimes of 100 nights (Gaussian noise)\n")
-    print("| step | found | median distance | 90th pct distance | interval covers the truth | interval width |")
+    print("| step | found | median distance | 90th pct distance | interval covers the truth | width |")
     print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(11)
     for shift in (1.0, 1.5, 2.0, 3.0):
@@ -187,7 +188,9 @@ def runtime() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=50, help="series per cell and noise (default 50)")
     parser.add_argument("--only", choices=["level", "drift", "spread", "noise", "localisation", "runtime"])
     args = parser.parse_args()

@@ -153,7 +153,8 @@ def detect(series: Sequence[float]) -> Detection:
     models: list[_Stretch] = []
     for start, stop in itertools.pairwise([*stretches, n]):
         part = values[start:stop]
-        outlying, neighbours = _outliers(part) if part.size >= 2 * MIN_REGIME else (part != part, part)
+        too_short = part.size < 2 * MIN_REGIME  # no neighbourhood to stand out from
+        outlying, neighbours = (np.zeros(part.size, dtype=bool), part) if too_short else _outliers(part)
         cleaned[start:stop] = np.where(outlying, neighbours, part)
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
@@ -275,7 +276,10 @@ def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[t
     logs = np.where(outlying, neighbours, logs)
     g0 = float(np.mean((logs[2:] - logs[:-2]) ** 2)) / 2
     g1 = g0 - float(np.mean(np.diff(logs) ** 2)) / 2
-    sums = _Sums(logs / math.sqrt(max(g0 + 2 * g1, g0)))
+    scale = math.sqrt(max(g0 + 2 * g1, g0))
+    if scale == 0:  # every difference the same size: nothing tells one night from another
+        return starts, [(s, s) for s in starts]
+    sums = _Sums(logs / scale)
     n = diffs.size + 1
     intervals = [(0, 0)] * len(starts)
     for i in range(1, len(starts)):
@@ -302,7 +306,9 @@ class _Sums:
 
     def __init__(self, y: Array) -> None:
         t = np.arange(y.size, dtype=np.float64)
-        self._c = [np.concatenate([[0.0], np.cumsum(v)]) for v in (np.ones_like(y), t, t * t, y, y * y, t * y)]
+        self._c = [
+            np.concatenate([[0.0], np.cumsum(v)]) for v in (np.ones_like(y), t, t * t, y, y * y, t * y)
+        ]
 
     def _moments(self, a: Any, b: Any) -> tuple[Any, ...]:
         return tuple(c[b] - c[a] for c in self._c)
@@ -401,7 +407,8 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
             blocked[a:b] = True
         no_line[1:] = np.cumsum(blocked)
     slopes = [
-        float(sums.line(a, b)[1]) * sigma if d else 0.0 for a, b, d in zip(bounds, ends, drifting, strict=True)
+        float(sums.line(a, b)[1]) * sigma if d else 0.0
+        for a, b, d in zip(bounds, ends, drifting, strict=True)
     ]
     return _Stretch(
         start,
@@ -482,9 +489,7 @@ def _residual_scale(values: Array, starts: Sequence[int]) -> float:
     return math.sqrt(squares / max(1, values.size - len(starts)))
 
 
-def _merge_with_spread(
-    stretches: Sequence[_Stretch], intervals: Sequence[tuple[int, int]]
-) -> list[_Stretch]:
+def _merge_with_spread(stretches: Sequence[_Stretch], intervals: Sequence[tuple[int, int]]) -> list[_Stretch]:
     """Level shifts inside the likely nights of a change of scale are that change: the data cannot tell
     their places apart (noisy nights on the calm side of a misplaced split look like a shift)."""
     merged: list[_Stretch] = []

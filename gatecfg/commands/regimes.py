@@ -117,8 +117,8 @@ def _one_text(test: str, found: Regimes) -> str:
     if found.outlier_runs:
         console.print(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
     table = Table(box=box.SIMPLE_HEAD)
-    columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread", "kind")
-    for column in (*columns, "change vs previous", "start within"):
+    columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread")
+    for column in (*columns, "kind", "change vs previous", "start within"):
         table.add_column(column, overflow="fold")
     no_code_change = False
     for number, r in enumerate(found.regimes, start=1):
