@@ -83,7 +83,7 @@ def _shift(abs_: float | None, pct: float | None) -> str:
 def _change(r: Regime) -> str:
     """What opened the regime, in its own terms: a shift, a slope, a noise ratio."""
     if r.kind == "drift" and r.slope is not None and r.drift_total is not None:
-        return f"drift {r.slope:+.3g}/night, {r.drift_total:+.3g} over {r.n} nights"
+        return f"{r.slope:+.3g}/night, {r.drift_total:+.3g} in all"
     if r.kind == "spread" and r.spread_ratio is not None:
         return f"noise x{r.spread_ratio:.3g}"
     text = _shift(r.shift_abs, r.shift_pct)
