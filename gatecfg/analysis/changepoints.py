@@ -3,13 +3,15 @@
 The model is the one a person reads off a nightly chart: between changes, a metric holds a level or moves
 along a line (a drift), and nights scatter around it with a noise scale that a change may also alter (a
 flaky node, a smaller eval set). Detection is penalised likelihood segmentation under that Gaussian model,
-in the order that keeps every search on ruptures' exact C PELT (`KernelCPD(kernel="linear")`) and never on
-an O(n^2) Python search:
+arranged so that every search over all nights is ruptures' exact C PELT over a sum of squares
+(`KernelCPD(kernel="linear")`); the richer models are then fitted on the candidates it returns. No
+constant is tuned to data: each price below is derived from the model, and docs/analytics.md says why.
 
-1. **Spread.** A change of the noise scale is a shift of the mean of `log |x[t] - x[t-1]|`: differencing
-   cancels levels and drifts, and the log turns a scale factor into an additive shift with a constant
-   variance (Gaussian noise: `pi^2 / 8`). PELT on that series, with the same MBIC penalty as below, splits
-   the nights into stretches of one noise scale; the ratio of two stretches' scales is what is reported.
+1. **Spread.** A change of the noise scale is a shift of the mean of `log` of a local variance estimate,
+   the mean square of consecutive pairs of first differences: differencing cancels levels and drifts, and
+   the log turns a scale factor into an additive shift of constant variance. PELT on that series, with
+   the MBIC penalty below and the series' long-run variance (never below its Gaussian value), splits the
+   nights into stretches of one noise scale. Each split is then placed at its maximum-likelihood night.
 2. **Noise scale** of each stretch, `sigma = 1.4826 * MAD(first differences) / sqrt(2)`: differencing
    cancels the levels, so a handful of shifts cannot inflate it, and the MAD ignores the few large
    differences that shifts and outliers leave.
@@ -17,25 +19,25 @@ an O(n^2) Python search:
    `s * sqrt(2 ln n)` (Donoho & Johnstone 1994: the largest deviation Gaussian noise reaches over `n`
    nights) is replaced by that median before detection. The first night of a new level has its level on
    three of the five nights around it, so a real shift is never smoothed away.
-4. **Level shifts.** PELT over a sum of squared deviations, each change point costing `3 ln n` in units of
-   `sigma^2`: the Modified BIC of Zhang & Siegmund (2007), R `changepoint`'s default. Plain BIC (`2 ln n`)
-   prices the location of a change like a regular parameter, which it is not, and overfits. When the
-   residual scale within the regimes found exceeds `sigma` (heavy tails, which the MAD understates), the
-   search is repeated at that scale.
+4. **Level shifts.** PELT within each stretch, each change point costing `3 ln n` in units of `sigma^2`:
+   the Modified BIC of Zhang & Siegmund (2007), R `changepoint`'s default. Plain BIC (`2 ln n`) prices the
+   location of a change like a regular parameter, which it is not, and overfits. When the residual scale
+   within the regimes found exceeds `sigma` (heavy tails, which the MAD understates), the search is
+   repeated at that scale.
 5. **Drifts.** A slow drift reaches PELT as a staircase of level shifts. Each stretch's change points are
-   re-chosen by exact dynamic programming over the candidates, where a segment is either a level or a line
-   (a least-squares fit) and a line's slope costs `3 ln n` like a change: a drift is a change of the
-   metric's behaviour, priced as MBIC prices one. A staircase that one line explains better becomes one
-   drift. A binary-segmentation pass with the same costs then adds the start of a drift that shows no step
-   (a flat history that starts creeping).
-6. **Localisation.** Each change point is moved to the maximum-likelihood split between its neighbours
-   (the profile likelihood of the two segments' models), and its interval is every split whose likelihood
-   ratio to the best is within the 95% quantile of chi-square(1) (3.84): the nights the data cannot tell
-   apart from the most likely one.
+   re-chosen by exact dynamic programming over PELT's candidates, where a segment is either a level or a
+   least-squares line, and a line's slope costs `3 ln n` like a change: a drift is a change of the metric's
+   behaviour, priced as MBIC prices one. A binary-segmentation pass with the same costs adds the start of
+   a drift that shows no step (a flat history that starts creeping). A staircase whose steps are flat
+   and jump (`_Sums.staircase`) is not allowed to become a line: short regimes shifting one way can
+   otherwise beat a line's price without being a drift.
+6. **Localisation.** Each change point is moved to the maximum-likelihood night between its neighbours
+   (the profile likelihood of the two segments' models), and its likely nights are every split whose
+   likelihood ratio to the best is within `LOCATION_LR_95`: the nights the data cannot tell apart.
 
-A change of spread that comes with a jump of the mean (a jump larger than MBIC allows at the two
-stretches' scales) is a level shift; without one it is a spread change. A regime that moves along a line
-is a drift, whatever opened it.
+A change of spread that comes with a jump of the mean (larger than MBIC allows at the two stretches'
+scales) is a level shift; without one it is a spread change; level shifts inside the likely nights of a
+change of spread are that change. A regime that moves along a line is a drift, whatever opened it.
 
 A regime needs `MIN_REGIME` nights. Not a tuned constant but the definition: a level seen on one or two
 nights is indistinguishable from outliers, and the outlier step above removes exactly such excursions.
@@ -48,7 +50,7 @@ import importlib.util
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -158,8 +160,7 @@ def detect(series: Sequence[float]) -> Detection:
         cleaned[start:stop] = np.where(outlying, neighbours, part)
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
-    models = _merge_with_spread(models, stretch_intervals)
-    segments = _classify(cleaned, models, stretch_intervals, per_night)
+    segments = _one_change(cleaned, _classify(cleaned, models, stretch_intervals, per_night), per_night)
     newest = models[-1].scale
     return Detection(segments, newest, per_night * newest**2, tuple(outliers))
 
@@ -330,16 +331,18 @@ class _Sums:
 
         Fitted with one level per step and one slope shared by the steps (unit noise): a drift keeps
         moving within its steps, so the shared slope is significant; a staircase is flat within its steps
-        and jumps between them, so once the shared slope is allowed for, some jump still is. A staircase
-        has the second and not the first. Both are parameters at given places, priced as BIC prices one.
+        and jumps between them, so once the shared slope is allowed for, the jumps still are (jointly: the
+        mean of their squared z-scores). A staircase has the second and not the first. Both are parameters
+        at given places, priced as BIC prices one (`ln n`). PELT placed the steps where the nights jump,
+        which flattens the slope seen within them: the test leans towards a staircase, the reading that
+        keeps level shifts as they were found before drifts were told apart.
         """
         if len(starts) < 2:
             return False
         a = np.asarray(starts, dtype=np.int64)
         b = np.asarray([*starts[1:], stop], dtype=np.int64)
         n, st, stt, sy, _, sty = self._moments(a, b)
-        sxx_each = stt - st * st / n
-        sxx = float(np.sum(sxx_each))
+        sxx = float(np.sum(stt - st * st / n))
         if sxx <= 0:
             return False
         slope = float(np.sum(sty - st * sy / n)) / sxx
@@ -489,34 +492,6 @@ def _residual_scale(values: Array, starts: Sequence[int]) -> float:
     return math.sqrt(squares / max(1, values.size - len(starts)))
 
 
-def _merge_with_spread(stretches: Sequence[_Stretch], intervals: Sequence[tuple[int, int]]) -> list[_Stretch]:
-    """Level shifts inside the likely nights of a change of scale are that change: the data cannot tell
-    their places apart (noisy nights on the calm side of a misplaced split look like a shift)."""
-    merged: list[_Stretch] = []
-    for number, stretch in enumerate(stretches):
-        near = [intervals[i] for i in (number, number + 1) if 0 < i < len(stretches)]
-        keep = [
-            j
-            for j, bound in enumerate(stretch.bounds)
-            if j == 0
-            or stretch.drifting[j]
-            or stretch.drifting[j - 1]
-            or not any(lo <= bound <= hi for lo, hi in near)
-        ]
-        merged.append(
-            _Stretch(
-                stretch.start,
-                stretch.stop,
-                stretch.scale,
-                tuple(stretch.bounds[j] for j in keep),
-                tuple(stretch.drifting[j] for j in keep),
-                tuple(stretch.slopes[j] for j in keep),
-                tuple(stretch.intervals[j] for j in keep),
-            )
-        )
-    return merged
-
-
 # --- kinds ----------------------------------------------------------------------------------------------
 
 
@@ -543,6 +518,37 @@ def _classify(
             interval = stretch.intervals[j] if j else stretch_intervals[number]
             segments.append(Segment(a, b, kind, stretch.slopes[j], stretch.scale, opens_stretch, interval))
     return tuple(segments)
+
+
+def _one_change(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> tuple[Segment, ...]:
+    """A level shift beside a change of scale, inside its likely nights, is that same change, at the
+    shift's night: a jump is placed to the night, a change of scale only roughly, and noisy nights on the
+    calm side of a misplaced split look like a shift of their own. Whether the one change is a level shift
+    or a spread change is then asked again, of the regimes on either side of it."""
+    merged = list(segments)
+    i = 1
+    while i < len(merged):
+        spread = merged[i]
+        low, high = spread.interval
+        before = merged[i - 1] if i > 1 else None
+        after = merged[i + 1] if i + 1 < len(merged) else None
+        if not spread.spread_change or spread.kind == "drift":
+            i += 1
+            continue
+        if before and before.kind == "level" and not before.spread_change and low <= before.start <= high:
+            one = replace(before, stop=spread.stop, scale=spread.scale, spread_change=True)
+            merged[i - 1 : i + 1] = [one]
+            i -= 1
+        elif after and after.kind == "level" and not after.spread_change and low <= after.start <= high:
+            one = replace(after, scale=spread.scale, spread_change=True)
+            merged[i - 1 : i + 2] = [replace(merged[i - 1], stop=after.start), one]
+        else:
+            i += 1
+            continue
+        jumps = _jumps(cleaned, merged[i - 1], (one.start, one.stop), one.scale, per_night)
+        merged[i] = replace(one, kind="level" if jumps else "spread")
+        i += 1
+    return tuple(merged)
 
 
 def _jumps(cleaned: Array, before: Segment, after: tuple[int, int], scale: float, per_night: float) -> bool:
