@@ -73,7 +73,7 @@ def test_clear_shifts_are_found_at_their_night_despite_noise_tails_and_outliers(
 
 
 def test_two_sigma_shifts_over_long_regimes_are_mostly_found() -> None:
-    # Measured at this seed: precision 0.93, recall 0.92.
+    # Measured at this seed: precision 0.93, recall 0.91 (before drifts were told apart: 0.93, 0.92).
     score = score_grid([2.0], [20, 50], reps=15, seed=12)
     assert score.precision >= 0.9
     assert score.recall >= 0.85
@@ -350,7 +350,7 @@ def test_ten_thousand_nights_are_segmented_in_seconds() -> None:
 
 
 def test_pure_drifts_are_one_drift_regime_without_a_level_shift() -> None:
-    # A flat lead, then 3 to 10 sigma over 100 to 300 nights. Measured at this seed: 0.79 (the issue's
+    # A flat lead, then 3 to 10 sigma over 100 to 300 nights. Measured at this seed: 0.82 (the issue's
     # target is 0.9 over 2-10 sigma; benchmarks/regimes_grid.py has the full grid and where it falls short).
     rng = np.random.default_rng(21)
     found = [
@@ -363,10 +363,19 @@ def test_pure_drifts_are_one_drift_regime_without_a_level_shift() -> None:
 
 
 def test_a_monotone_staircase_of_long_regimes_stays_level_shifts() -> None:
+    # Three 3-sigma merges one way, 25 nights apart: level shifts to bisect, not a drift. Measured: 92 of
+    # 100 series (the others read as a drift: at 5%, the slope test passes a flat staircase by chance).
     rng = np.random.default_rng(22)
-    series = 0.3 + 0.01 * (np.repeat([0.0, 3.0, 6.0, 9.0], 25) + rng.normal(0, 1, 100))
-    detection = detect(series)
-    assert [(s.start, s.kind) for s in detection.segments] == [(n, "level") for n in (0, 25, 50, 75)]
+    kinds = [
+        [
+            s.kind
+            for s in detect(
+                0.3 + 0.01 * (np.repeat([0.0, 3.0, 6.0, 9.0], 25) + rng.normal(0, 1, 100))
+            ).segments
+        ]
+        for _ in range(40)
+    ]
+    assert sum(k == ["level"] * 4 for k in kinds) >= 34
 
 
 def test_a_drift_reports_its_slope_per_night_and_in_total() -> None:
@@ -384,8 +393,8 @@ def test_a_drift_reports_its_slope_per_night_and_in_total() -> None:
 
 
 def test_spread_changes_are_reported_as_spread_and_rarely_as_a_level_shift() -> None:
-    # Noise x5, x3, /3, /5 at one mean, regimes of ~50 and ~100 nights. Measured at this seed: 0.86 as
-    # spread, 0.05 with a level shift.
+    # Noise x5, x3, /3, /5 at one mean, regimes of ~50 and ~100 nights. Measured at this seed: 0.88 as
+    # spread, 0.075 with a level shift.
     rng = np.random.default_rng(24)
     spread = level = 0
     cells = list(itertools.product([5.0, 3.0, 1 / 3, 1 / 5], [50, 100], NOISES))

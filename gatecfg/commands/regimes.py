@@ -61,7 +61,7 @@ def regimes(
 
 
 def _console() -> Console:
-    return Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+    return Console(file=io.StringIO(), width=180, color_system=None, highlight=False)
 
 
 def _text(console: Console) -> str:
@@ -97,7 +97,7 @@ def _likely(r: Regime) -> str:
     if r.start_index == 0:
         return ""
     before, after = r.start_index - r.start_low, r.start_high - r.start_index
-    return "exact" if before == after == 0 else f"-{before}/+{after} nights"
+    return "exact" if before == after == 0 else f"-{before}/+{after}"
 
 
 def _one_text(test: str, found: Regimes) -> str:
@@ -118,7 +118,7 @@ def _one_text(test: str, found: Regimes) -> str:
         console.print(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
     table = Table(box=box.SIMPLE_HEAD)
     columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread")
-    for column in (*columns, "kind", "change vs previous", "start within"):
+    for column in (*columns, "kind", "change vs previous", "likely start"):
         table.add_column(column, overflow="fold")
     no_code_change = False
     for number, r in enumerate(found.regimes, start=1):
