@@ -45,6 +45,7 @@ nights is indistinguishable from outliers, and the outlier step above removes ex
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import itertools
@@ -188,9 +189,7 @@ def _pelt(standardised: Array, penalty: float) -> tuple[int, ...]:
     return (0, *sorted(ends)[:-1])
 
 
-_PELT: list[Callable[..., Any]] = []
-
-
+@functools.cache
 def _ekcpd_pelt_l2() -> Callable[..., Any]:
     """ruptures' C PELT for the linear kernel (what `KernelCPD(kernel="linear").predict(pen=)` runs).
 
@@ -198,27 +197,26 @@ def _ekcpd_pelt_l2() -> Callable[..., Any]:
     a second of a `gatecfg regimes` process. The compiled search needs none of it, so its extension module
     is loaded on its own; should a ruptures release move it, the public class is used instead.
     """
-    if _PELT:
-        return _PELT[0]
     name = "ruptures.detection._detection.ekcpd"
-    spec = importlib.util.find_spec("ruptures")
-    folder = Path(spec.origin).parent / "detection" / "_detection" if spec and spec.origin else None
-    found = (
-        [p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in folder.glob(f"ekcpd{suffix}")]
-        if folder is not None
-        else []
-    )
-    try:
-        loader = importlib.machinery.ExtensionFileLoader(name, str(found[0]))
-        module_spec = importlib.util.spec_from_file_location(name, found[0], loader=loader)
-        assert module_spec is not None
-        module = importlib.util.module_from_spec(module_spec)
-        loader.exec_module(module)
-        search: Callable[..., Any] = module.ekcpd_pelt_L2
-    except (IndexError, ImportError, AttributeError, AssertionError):
-        search = _public_pelt
-    _PELT.append(search)
-    return search
+    package = importlib.util.find_spec("ruptures")
+    if package is None or package.origin is None:
+        return _public_pelt  # which says, when called, that ruptures is missing
+    folder = Path(package.origin).parent / "detection" / "_detection"
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = folder / f"ekcpd{suffix}"
+        spec = importlib.util.spec_from_file_location(
+            name, path, loader=importlib.machinery.ExtensionFileLoader(name, str(path))
+        )
+        if spec is None or spec.loader is None or not path.is_file():
+            continue
+        try:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            search: Callable[..., Any] = module.ekcpd_pelt_L2
+        except (ImportError, AttributeError):
+            break
+        return search
+    return _public_pelt
 
 
 def _public_pelt(signal: Array, penalty: float, min_size: int) -> list[int]:
@@ -302,7 +300,7 @@ def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[t
     return starts, intervals
 
 
-# --- steps 2-6 within a stretch: levels and drifts -------------------------------------------------------
+# --- steps 2-6, within a stretch: levels, drifts, their places ----------------------------------------
 
 
 class _Sums:
@@ -321,13 +319,13 @@ class _Sums:
         n, _, _, sy, syy, _ = self._moments(a, b)
         return np.maximum(syy - sy * sy / n, 0.0)
 
-    def line(self, a: Any, b: Any) -> tuple[Any, Any, Any]:
-        """Residual sum of squares, slope, and the fitted value at the segment's mean night."""
+    def line(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """Residual sum of squares of the least-squares line, and its slope."""
         n, st, stt, sy, syy, sty = self._moments(a, b)
         sxx = np.maximum(stt - st * st / n, 1e-12)
         sxy = sty - st * sy / n
         sse = np.maximum(syy - sy * sy / n - sxy * sxy / sxx, 0.0)
-        return sse, sxy / sxx, sy / n
+        return sse, sxy / sxx
 
     def staircase(self, starts: Sequence[int], stop: int) -> bool:
         """Whether the steps from `starts` to `stop` are a staircase rather than one drift cut into steps.
