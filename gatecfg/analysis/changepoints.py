@@ -25,12 +25,14 @@ constant is tuned to data: each price below is derived from the model, and docs/
    within the regimes found exceeds `sigma` (heavy tails, which the MAD understates), the search is
    repeated at that scale.
 5. **Drifts.** A slow drift reaches PELT as a staircase of level shifts. Each stretch's change points are
-   re-chosen by exact dynamic programming over PELT's candidates, where a segment is either a level or a
-   least-squares line, and a line's slope costs `3 ln n` like a change: a drift is a change of the metric's
-   behaviour, priced as MBIC prices one. A binary-segmentation pass with the same costs adds the start of
-   a drift that shows no step (a flat history that starts creeping). A staircase whose steps are flat
-   and jump (`_Sums.staircase`) is not allowed to become a line: short regimes shifting one way can
-   otherwise beat a line's price without being a drift.
+   re-chosen by exact dynamic programming over PELT's candidates, where a segment is a level, a
+   least-squares line, or a level that turns into a line continuing from it (`_Sums.turning`). A line's
+   slope costs `3 ln n` like a change: a drift is a change of the metric's behaviour, priced as MBIC prices
+   one. A turning level costs the same and no more: the night it turns and its slope are the two
+   parameters of a level shift, its place and its size. A binary-segmentation pass with the level and line
+   costs adds the start of a drift that shows no step. A staircase whose steps are flat and jump
+   (`_staircase`, tests in the model that nests both readings) is not allowed to become a line: a few
+   short regimes shifting one way otherwise beat a line's price without being a drift.
 6. **Localisation.** Each change point is moved to the maximum-likelihood night between its neighbours
    (the profile likelihood of the two segments' models), and its likely nights are every split whose
    likelihood ratio to the best is within `LOCATION_LR_95`: the nights the data cannot tell apart.
