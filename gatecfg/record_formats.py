@@ -55,14 +55,23 @@ def sniff(path: str) -> Kind:
     if _TB_MARK in head[12:64]:
         return "tensorboard"
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    first = text.split("\n", 1)[0].strip()
+    first = text.splitlines()[0].strip() if text else ""  # a lone \r ends a line too (csv refuses it)
     if re.match(r"\[\s*[{\]]", text):  # an array of rows; a JSON Lines file holds objects, one a line
         return "wandb-json"
-    if not text.startswith("{") and "_step" in next(csv.reader([first]), []):
+    if not text.startswith("{") and "_step" in _csv_fields(first):
         return "wandb-csv"
     if _MLFLOW_LINE.fullmatch(first):
         return "mlflow"
     return "jsonl"
+
+
+def _csv_fields(line: str) -> list[str]:
+    """The fields of one line read as CSV; none when it is no CSV line (the JSON Lines reader then says
+    what is wrong with it, at its line)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return []
 
 
 def read(kind: Kind, path: str, builder: _Builder) -> None:
