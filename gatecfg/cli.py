@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gatecfg import __version__
-from gatecfg.errors import GatecfgError, InputError, format_problems
+from gatecfg.errors import EXIT_BUG, GatecfgError, InputError, format_problems
+from gatecfg.escape import terminal
 from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
+DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +49,8 @@ def _add(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=handler)
+    # Also after the command (`gatecfg lint --debug`); SUPPRESS keeps a global `--debug` from being reset.
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
@@ -69,9 +74,10 @@ def build_parser() -> _Parser:
         prog="gatecfg",
         description="Declarative history gates for nightly ML training runs.",
         epilog="docs: docs/index.md. exit codes: 0 ok, 1 an enforced gate failed, "
-        "2 invalid gate files/record/arguments, 3 history store unreachable.",
+        "2 invalid gate files/record/arguments, 3 history store unreachable, 70 a bug in gatecfg.",
     )
     parser.add_argument("--version", action="version", version=f"gatecfg {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
 
     p = _add(sub, "lint", "Check gate files against the schema and the rules.", "gatecfg lint gates/", _lint)
@@ -621,9 +627,11 @@ def _prune(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     fmt = "text"
+    debug = os.environ.get("GATECFG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         args = build_parser().parse_args(argv)
         fmt = getattr(args, "format", "text")
+        debug = debug or getattr(args, "debug", False)
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             build_parser().print_help(sys.stderr)
@@ -637,3 +645,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gatecfg: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the boundary: anything else is a bug, not a verdict on the run
+        return _bug(exc, debug=debug)
+
+
+def _bug(exc: Exception, *, debug: bool) -> int:
+    """One line that says it is a bug (exit 70, not 1: 1 means an enforced gate failed), and how to
+    report it; the traceback only with --debug or GATECFG_DEBUG=1."""
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+    what = terminal(f"{type(exc).__name__}: {exc}")[:300]
+    print(
+        f"gatecfg: error: internal error (a bug in gatecfg {__version__}, exit {EXIT_BUG}): {what}\n"
+        "  hint: please open an issue in the gatecfg repository with the command line"
+        + ("" if debug else " and the traceback that `--debug` (or GATECFG_DEBUG=1) prints"),
+        file=sys.stderr,
+    )
+    return EXIT_BUG
