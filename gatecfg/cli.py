@@ -127,6 +127,11 @@ def build_parser() -> _Parser:
         "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
     )
     p.add_argument("--write", action="store_true", help="store the run into history (nightlies only)")
+    p.add_argument(
+        "--override-write-policy",
+        metavar="REASON",
+        help="write although policy.write refuses this job (a backfill); REASON is stored with the run",
+    )
     _gates_option(p)
     _db_option(p)
     _series_option(p)
@@ -296,8 +301,20 @@ def _evaluate(args: argparse.Namespace) -> int:
         branch=args.branch,
         url=args.url,
         enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+        write_override=_override(args),
     )
     return evaluate_command(request, _outputs(args))
+
+
+def _override(args: argparse.Namespace) -> str | None:
+    reason: str | None = args.override_write_policy
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise InputError.at("--override-write-policy", "give the reason the write is allowed anyway")
+    if not args.write:
+        raise InputError.at("--override-write-policy", "only means something with --write")
+    return reason.strip()
 
 
 def _probability(text: str) -> float:

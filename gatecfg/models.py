@@ -256,6 +256,19 @@ class GateSpec(_Model):
         return _refuse_null(value, info)
 
 
+class WritePolicy(_Model):
+    """Who may `evaluate --write` (store a run that forms baselines); docs/security.md."""
+
+    # Branch names (shell patterns, e.g. `release/*`) allowed to write; unset: the CI's default branch.
+    branches: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None = (
+        None
+    )
+    # CI events allowed to write (GitHub's `schedule`, `push`, ...); unset: every event but a pull request.
+    events: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None = (
+        None
+    )
+
+
 class Policy(_Model):
     """Evaluation policy; never part of a key."""
 
@@ -267,6 +280,7 @@ class Policy(_Model):
     # `trusted`: runs no gated coordinate failed (or trusted by hand). `nightly`: every run not untrusted
     # by hand, so that failing draws still enter the baseline and it cannot ratchet away from the metric.
     baseline: Annotated[Baseline | None, NotNull, NotNullSchema] = None
+    write: Annotated[WritePolicy | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):

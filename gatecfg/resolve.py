@@ -38,6 +38,7 @@ from gatecfg.models import (
     Reference,
     Rule,
     Steps,
+    WritePolicy,
 )
 from gatecfg.parse import parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
@@ -50,6 +51,7 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "enforce": False,
     "reference": "mean",
     "baseline": "trusted",
+    "write": None,
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
 
@@ -85,6 +87,7 @@ class Policy:
     sources: Mapping[str, str]
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
+    write: WritePolicy | None = None  # None: the CI's default branch, no pull requests
 
 
 @dataclass(frozen=True)
@@ -487,4 +490,5 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         sources=sources,
         reference=values["reference"],
         baseline=values["baseline"],
+        write=values["write"],
     )
