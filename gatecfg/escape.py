@@ -6,6 +6,7 @@ a tag of its own in the output it is printed into (docs/security.md lists what e
 
 from __future__ import annotations
 
+import html
 import re
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -14,8 +15,10 @@ from urllib.parse import parse_qsl, quote, urlsplit
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # XML 1.0 allows tab, newline and carriage return among the controls, and no surrogates or U+FFFE/U+FFFF.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-# Characters markdown (GitHub's CommonMark + GFM tables) reads as syntax outside a code span.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~&$])")
+# Characters GitHub's markdown reads as syntax in the middle of a line: emphasis, code, links and images
+# (`[`), raw HTML and entities (`<`, `&`), table cells (`|`), strikethrough (`~`) and math (`$`).
+# (`#`, `-`, `+`, `.` are syntax only at the start of a line, where no escaped text is put.)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
 _BACKTICKS = re.compile("`+")
 
 
@@ -69,6 +72,11 @@ def xml_text(text: str) -> str:
     """Text for an XML document (JUnit): characters XML 1.0 cannot hold at all shown as `\\xNN`; the
     serializer escapes `&`, `<`, `>` and quotes."""
     return _NOT_XML.sub(_visible, text)
+
+
+def html_text(text: object) -> str:
+    """Text or an attribute value in HTML: `&`, `<`, `>` and both quotes as entities."""
+    return html.escape(str(text), quote=True)
 
 
 def mathtext_label(text: str) -> str:

@@ -256,17 +256,20 @@ class GateSpec(_Model):
         return _refuse_null(value, info)
 
 
+_Names = Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)]
+
+
 class WritePolicy(_Model):
     """Who may `evaluate --write` (store a run that forms baselines); docs/security.md."""
 
     # Branch names (shell patterns, e.g. `release/*`) allowed to write; unset: the CI's default branch.
-    branches: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None = (
-        None
-    )
+    branches: (
+        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None
+    ) = None
     # CI events allowed to write (GitHub's `schedule`, `push`, ...); unset: every event but a pull request.
-    events: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None = (
-        None
-    )
+    events: (
+        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None
+    ) = None
 
 
 class Policy(_Model):

@@ -20,7 +20,9 @@ from pathlib import Path
 from gatecfg.models import WritePolicy
 
 # Events on which the code that runs is the contributor's, not the repository's.
-PULL_REQUEST_EVENTS = frozenset({"pull_request", "pull_request_target", "merge_request_event", "pull_request_review"})
+PULL_REQUEST_EVENTS = frozenset(
+    {"pull_request", "pull_request_target", "merge_request_event", "pull_request_review"}
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,14 @@ from gatecfg.store import Store
 
 PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
 # What tells gatecfg it runs in CI, and on which event and branch (gatecfg.write_policy.ci_job).
-CI_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_EVENT_NAME", "GITHUB_BASE_REF", "GITLAB_CI", "BUILDKITE", "JENKINS_URL")
+CI_VARIABLES = (
+    "GITHUB_ACTIONS",
+    "GITHUB_EVENT_NAME",
+    "GITHUB_BASE_REF",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "JENKINS_URL",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ class CliResult:
     err: str
 
 
-class GatecfgBug(AssertionError):
+class GatecfgBugError(AssertionError):
     """The CLI's boundary caught an unexpected exception (exit 70): a test that meets one fails."""
 
 
@@ -32,7 +32,7 @@ def run_cli(*args: str | Path) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["--debug", *(str(a) for a in args)])
     if code == EXIT_BUG:
-        raise GatecfgBug(f"gatecfg {' '.join(map(str, args))} crashed:\n{err.getvalue()}")
+        raise GatecfgBugError(f"gatecfg {' '.join(map(str, args))} crashed:\n{err.getvalue()}")
     return CliResult(code, out.getvalue(), err.getvalue())
 
 

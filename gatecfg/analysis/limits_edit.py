@@ -300,7 +300,11 @@ def _resolved(tree: GateTree, test: str, shown: str) -> dict[str, dict[str, Any]
 
 
 def _check(
-    tree: GateTree, before: Mapping[str, Mapping[str, Any]], shown: str, test: str, edits: Sequence[LimitsEdit]
+    tree: GateTree,
+    before: Mapping[str, Mapping[str, Any]],
+    shown: str,
+    test: str,
+    edits: Sequence[LimitsEdit],
 ) -> None:
     after = _resolved(tree, test, shown)
     problems = "; ".join(p.message for p in tree.problems)

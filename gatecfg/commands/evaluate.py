@@ -210,7 +210,9 @@ def evaluate_command(req: Request, outputs: Sequence[Output]) -> int:
             with summary:
                 summary.write(render(report, "markdown"))
         except OSError as exc:
-            print(f"gatecfg: warning: GITHUB_STEP_SUMMARY: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"gatecfg: warning: GITHUB_STEP_SUMMARY: cannot write: {exc.strerror or exc}", file=sys.stderr
+            )
     return report.exit_code
 
 
@@ -221,7 +223,7 @@ def _step_summary() -> TextIO | None:
     if not name:
         return None
     try:
-        return open(name, "a", encoding="utf-8")  # noqa: SIM115 - closed after the report is written
+        return open(name, "a", encoding="utf-8")
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(
