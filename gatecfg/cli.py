@@ -28,6 +28,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _labels(values: Sequence[str] | None) -> dict[str, str]:
+    from gatecfg.provenance import check_name  # here: `gatecfg --help` imports no pydantic
+
     labels: dict[str, str] = {}
     for item in values or ():
         key, sep, value = item.partition("=")
@@ -35,7 +37,16 @@ def _labels(values: Sequence[str] | None) -> dict[str, str]:
             raise InputError.at("--series", f"`{item}` is not KEY=VALUE", hint="e.g. --series hardware=h100")
         if key == "test":
             raise InputError.at("--series", "`test` is not a label: the test is always part of the series")
-        labels[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key in labels:
+            raise InputError.at(
+                "--series",
+                f"`{key}` is given twice (`{key}={labels[key]}` and `{key}={value}`)",
+                hint="give each label once: a run belongs to one series",
+            )
+        check_name(key, "--series")
+        check_name(value or "-", "--series")  # an empty value is a label too
+        labels[key] = value
     return labels
 
 
@@ -174,7 +185,7 @@ def build_parser() -> _Parser:
     )
     p.add_argument("--test", required=True, metavar="T")
     p.add_argument("--metric", required=True, metavar="M")
-    p.add_argument("--step", type=int, metavar="S", help="one step (-1 for `last`)")
+    p.add_argument("--step", type=_step, metavar="S", help="one step (`last` or -1 for `last`)")
     _series_option(p)
     p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -454,14 +465,18 @@ def _analytics(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _step(text: str) -> int:
+    from gatecfg.models import MAX_STEP  # here: `gatecfg --help` imports no pydantic
+
     if text == "last":
         return -1
     try:
         step = int(text)
     except ValueError:
         step = -2
-    if step < -1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a step: write `last` or a whole number >= 0")
+    if not -1 <= step <= MAX_STEP:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a step: write `last` or a whole number from 0 to {MAX_STEP}"
+        )
     return step
 
 

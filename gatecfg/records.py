@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location
+from gatecfg.models import MAX_STEP
 from gatecfg.textio import read_text
 
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
@@ -27,7 +28,7 @@ _SHAPES_HINT = (
     'write one JSON object per line: a series {"metric": [[0, 0.2], [1, 0.4]]} '
     'or a row {"_step": 1, "metric": 0.4}'
 )
-_STEP_HINT = "a step is a whole number >= 0, e.g. 3"
+_STEP_HINT = f"a step is a whole number from 0 to {MAX_STEP:,} (what the history store holds), e.g. 3"
 _DUPLICATE_HINT = (
     "log each step of a metric once; a resumed run can repeat steps, keep only the lines of its last attempt"
 )
@@ -129,7 +130,10 @@ def read_records(paths: Sequence[str | Path]) -> Record:
     seen: dict[Path, str] = {}
     for given in paths:
         path = str(given)
-        resolved = Path(given).resolve()
+        try:
+            resolved = Path(given).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: pathlib's symlink loop
+            raise InputError.at(Location(path), f"cannot read the record file: {exc}") from None
         if resolved in seen:
             raise InputError.at(
                 Location(path),
@@ -196,10 +200,10 @@ def _loads(line: str, location: Location) -> object:
 
 
 def _as_step(value: object) -> int | None:
-    """The step a JSON value denotes, or None when it is not a whole number >= 0."""
+    """The step a JSON value denotes, or None when it is not a whole number in [0, MAX_STEP]."""
     if type(value) is int:
-        return value if value >= 0 else None
-    if type(value) is float and value.is_integer() and value >= 0:
+        return value if 0 <= value <= MAX_STEP else None
+    if type(value) is float and value.is_integer() and 0 <= value <= MAX_STEP:
         return int(value)
     return None
 
@@ -273,7 +277,7 @@ class _Builder:
         if step is None:
             raise InputError.at(
                 location,
-                f"is {_show(row[step_key])}, not a whole number >= 0",
+                f"is {_show(row[step_key])}, not a whole number from 0 to {MAX_STEP}",
                 dotted=step_key,
                 hint=_STEP_HINT,
             )
@@ -307,7 +311,7 @@ class _Builder:
                 if step is None:
                     raise InputError.at(
                         location,
-                        f"pair {index} has step {_show(pair[0])}, not a whole number >= 0",
+                        f"pair {index} has step {_show(pair[0])}, not a whole number from 0 to {MAX_STEP}",
                         dotted=metric,
                         hint=_STEP_HINT,
                     )

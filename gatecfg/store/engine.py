@@ -56,7 +56,7 @@ def parse_url(raw: str) -> URL:
         _ = url.port  # SQLAlchemy converts the port lazily in some versions
     except (ArgumentError, ValueError):
         raise InputError.at(
-            "--db", f"the history store URL `{shown}` does not parse", hint=URL_HINT
+            "--db", f"the history store URL does not parse: `{shown}`", hint=URL_HINT
         ) from None
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
