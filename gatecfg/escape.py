@@ -18,7 +18,10 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # Characters GitHub's markdown reads as syntax in the middle of a line: emphasis, code, links and images
 # (`[`), raw HTML and entities (`<`, `&`), table cells (`|`), strikethrough (`~`) and math (`$`).
 # (`#`, `-`, `+`, `.` are syntax only at the start of a line, where no escaped text is put.)
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]<>|~&$])")
+# `_` between two letters or digits never starts emphasis (CommonMark's flanking rules): `raw_reward` stays
+# readable in the raw text; any other `_` is escaped.
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _BACKTICKS = re.compile("`+")
 
 
@@ -65,7 +68,7 @@ def markdown_code(text: str) -> str:
 def markdown_text(text: str) -> str:
     """`text` as literal markdown (and HTML, which GitHub renders in markdown) on one line."""
     flat = terminal(text.replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
+    return _UNDERSCORE.sub(r"\\_", _MARKDOWN_SPECIAL.sub(r"\\\1", flat))
 
 
 def xml_text(text: str) -> str:

@@ -55,11 +55,17 @@ def _steps(value: Any) -> Steps | None:
                     "write step {item} as the integer {whole}",
                     {"item": _show(item), "whole": int(item), "index": index},
                 )
-            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= MAX_STEP:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
                 raise PydanticCustomError(
                     "steps",
-                    "steps are whole numbers from 0 to {max_step}, got {item}",
-                    {"item": _show(item), "index": index, "max_step": MAX_STEP},
+                    "steps are whole numbers >= 0, got {item}",
+                    {"item": _show(item), "index": index},
+                )
+            if item > MAX_STEP:
+                raise PydanticCustomError(
+                    "steps",
+                    "step {item} is beyond the largest step the history store holds ({max_step})",
+                    {"item": item, "index": index, "max_step": MAX_STEP},
                 )
             if item in steps:
                 raise PydanticCustomError(
@@ -155,9 +161,9 @@ def _printable(value: Any) -> Any:
     return value
 
 
-# Before the pattern, so that a newline is named as what it is rather than as a blank.
+# Last, so that it wraps (runs before) the pattern: a newline is named as what it is, not as a blank.
 Printable = BeforeValidator(_printable)
-MetricName = Annotated[str, Printable, Field(min_length=1, pattern=r"^\S(.*\S)?$")]
+MetricName = Annotated[str, Field(min_length=1, pattern=r"^\S(.*\S)?$"), Printable]
 
 
 # pydantic puts a key pattern under `patternProperties`, which lets a blank key through unchecked.
@@ -338,12 +344,12 @@ class Rule(_Model):
 
 class BaseFile(_Model):
     version: Literal[1]
-    extends: Annotated[str, Printable, Field(min_length=1)] | None = None
+    extends: Annotated[str, Field(min_length=1), Printable] | None = None
     defaults: dict[MetricName, GateSpec] = Field(default_factory=dict, json_schema_extra=_ONLY_METRICS)
     policy: Policy = Field(default_factory=Policy)
     rules: Annotated[tuple[Rule, ...], Field(strict=False)] = ()
 
 
 class GateFile(_Model):
-    test: Annotated[str, Printable, Field(min_length=1)]
+    test: Annotated[str, Field(min_length=1), Printable]
     gates: Annotated[dict[MetricName, GateSpec | None], Field(min_length=1, json_schema_extra=_ONLY_METRICS)]

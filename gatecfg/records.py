@@ -28,7 +28,7 @@ _SHAPES_HINT = (
     'write one JSON object per line: a series {"metric": [[0, 0.2], [1, 0.4]]} '
     'or a row {"_step": 1, "metric": 0.4}'
 )
-_STEP_HINT = f"a step is a whole number from 0 to {MAX_STEP:,} (what the history store holds), e.g. 3"
+_STEP_HINT = "a step is a whole number >= 0, e.g. 3"
 _DUPLICATE_HINT = (
     "log each step of a metric once; a resumed run can repeat steps, keep only the lines of its last attempt"
 )
@@ -208,6 +208,12 @@ def _as_step(value: object) -> int | None:
     return None
 
 
+def _not_a_step(value: object) -> str:
+    if (type(value) is int or (type(value) is float and value.is_integer())) and value > MAX_STEP:  # type: ignore[operator]
+        return f"beyond the largest step the history store holds ({MAX_STEP})"
+    return "not a whole number >= 0"
+
+
 def _number(value: object) -> float | None:
     """The number a logged JSON value denotes: None when it is not one."""
     # `type(...) is` rather than isinstance: it is faster, and a bool must not pass for an int.
@@ -277,7 +283,7 @@ class _Builder:
         if step is None:
             raise InputError.at(
                 location,
-                f"is {_show(row[step_key])}, not a whole number from 0 to {MAX_STEP}",
+                f"is {_show(row[step_key])}, {_not_a_step(row[step_key])}",
                 dotted=step_key,
                 hint=_STEP_HINT,
             )
@@ -311,7 +317,7 @@ class _Builder:
                 if step is None:
                     raise InputError.at(
                         location,
-                        f"pair {index} has step {_show(pair[0])}, not a whole number from 0 to {MAX_STEP}",
+                        f"pair {index} has step {_show(pair[0])}, {_not_a_step(pair[0])}",
                         dotted=metric,
                         hint=_STEP_HINT,
                     )

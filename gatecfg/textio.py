@@ -53,7 +53,7 @@ def check_writable(path: Path, *, what: str) -> None:
     try:
         target = Path(os.path.realpath(path))
         if target.is_dir():
-            raise InputError.at(str(path), f"is a directory; the {what} needs a file name")
+            raise InputError.at(str(path), f"cannot write the {what}: is a directory; give a file name")
         target.parent.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
         raise InputError.at(str(path), f"cannot write the {what} here: {_reason(exc)}") from None

@@ -210,7 +210,7 @@ def _deepest(events: Iterator[Event], path: str) -> None:
 
 def _yaml_error(exc: YAMLError, text: str, path: str) -> InputError:
     if isinstance(exc, MarkedYAMLError):
-        return InputError([_syntax_problem(exc, path)])
+        return InputError([_syntax_problem(exc, path, text)])
     if isinstance(exc, ReaderError):
         return InputError([_character_problem(exc, text, path)])
     return InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}")  # unmarked errors are rare
@@ -229,6 +229,16 @@ def _decode(raw: bytes, path: str) -> str:
         ) from None
 
 
+YAML_KEY_CHARS = 1024
+
+
+def _key_length(text: str, line: int, col: int) -> int:
+    """The length of what precedes column `col` of 1-based `line`, less its indentation and quotes."""
+    lines = text.split("\n")
+    before = lines[line - 1][: col - 1] if 0 < line <= len(lines) else ""
+    return len(before.strip().strip("\"'"))
+
+
 def _character_problem(exc: ReaderError, text: str, path: str) -> Problem:
     """A character YAML does not allow (NUL, a control character): where it is, not the stream offset."""
     position = exc.position if isinstance(exc.position, int) else 0
@@ -242,7 +252,7 @@ def _character_problem(exc: ReaderError, text: str, path: str) -> Problem:
     )
 
 
-def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
+def _syntax_problem(exc: MarkedYAMLError, path: str, text: str) -> Problem:
     mark = exc.problem_mark or exc.context_mark
     problem = str(exc.problem or exc.context or "invalid YAML")
     for raw, plain in (("'<stream end>'", "the end of the file"), ("end of stream", "end of the file")):
@@ -264,6 +274,13 @@ def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
         problem, hint = "more than one YAML document", "remove the `---` line: one file holds one document"
     elif "undefined alias" in problem:
         hint = "define the anchor (`&name`) before its alias (`*name`)"
+    elif "mapping values are not allowed" in problem and _key_length(text, line, col) > YAML_KEY_CHARS:
+        # YAML reads a key without `?` only up to 1,024 characters; the `:` after a longer one is then
+        # taken for a value's.
+        problem = (
+            f"a key of {_key_length(text, line, col):,} characters (YAML reads at most {YAML_KEY_CHARS})"
+        )
+        hint = "shorten the name: names are at most 512 bytes"
     elif "mapping values are not allowed" in problem:
         hint = "quote a value that contains `: `"
     return Problem(Location(path, line, col), f"invalid YAML: {problem}", hint=hint)

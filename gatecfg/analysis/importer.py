@@ -368,7 +368,7 @@ def _pairs(given: list[object], location: Location, dotted: str) -> dict[int, Po
         if type(step) is not int or not 0 <= step <= MAX_STEP:
             raise InputError.at(
                 location,
-                f"item {i} has step {json.dumps(pair[0])}, not a whole number from 0 to {MAX_STEP}",
+                f"item {i} has step {json.dumps(pair[0])}, not a whole number from 0 to {MAX_STEP:,}",
                 dotted=dotted,
             )
         if step in points:
