@@ -209,7 +209,8 @@ def _as_step(value: object) -> int | None:
 
 
 def _not_a_step(value: object) -> str:
-    if (type(value) is int or (type(value) is float and value.is_integer())) and value > MAX_STEP:  # type: ignore[operator]
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if whole and isinstance(value, int | float) and value > MAX_STEP:
         return f"beyond the largest step the history store holds ({MAX_STEP})"
     return "not a whole number >= 0"
 

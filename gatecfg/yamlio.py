@@ -314,11 +314,10 @@ class _Resolver(VersionedResolver):
         return {}
 
 
-if CParser is None:
-    _CLoader = None
-else:
+_CLoader: Any = None
+if CParser is not None:
 
-    class _CLoader(CParser, SafeConstructor, _Resolver):  # type: ignore[misc,no-any-unimported]
+    class _CLoader(CParser, SafeConstructor, _Resolver):  # type: ignore[misc,no-redef]
         """ruamel's C loader (libyaml parses and composes), resolving and constructing scalars as
         `YAML(typ="safe")` does: composing in C is most of the gain on a large file."""
 

@@ -10,10 +10,10 @@ The cases live in tests/catalogue/*.txt, one file per kind of input:
 
 A case writes its files (`--- path`; `--- path -> target` makes a symlink; without any `--- path`, the
 body replaces the kind's usual file) over a small valid tree, runs the kind's command line (or its own
-`--- argv` section, one argument per line, fills applied) from that folder, and expects exit 2 with a problem line
-`<location>: error: ...` holding the words. `*` in the location stands for any line or column. Other
-directives: `### bytes` (the body's \\xNN escapes are raw bytes) and `### fill: TOKEN UNIT COUNT` (TOKEN in
-the body becomes UNIT repeated COUNT times; a JSON-quoted UNIT may hold spaces).
+`--- argv` section, one argument per line, fills applied) from that folder, and expects exit 2 with a
+problem line `<location>: error: ...` holding the words. `*` in the location stands for any line or column.
+Other directives: `### bytes` (the body's \\xNN escapes are raw bytes) and `### fill: TOKEN UNIT COUNT`
+(TOKEN in the body becomes UNIT repeated COUNT times; a JSON-quoted UNIT may hold spaces).
 """
 
 from __future__ import annotations

@@ -91,10 +91,10 @@ def backfill(
         if not declared & set(run.record.columns):
             # A run of nothing but unusable columns (`m@-1`, `m@abc`, metrics no gate declares) would be
             # stored with no value at all, yet count as a night in every analysis.
-            given = ", ".join(f"`{m}`" for m in sorted(run.record.columns)) or "no values"
+            holds = ", ".join(f"`{m}`" for m in sorted(run.record.columns)) or "no values"
             raise InputError.at(
                 run.location,
-                f"run `{run.run_id}` holds no value of any gate of {test.test} (it has {given})",
+                f"run `{run.run_id}` holds no value of any gate of {test.test} (it has {holds})",
                 dotted="run_id",
                 hint=f"columns are `<metric>` or `<metric>@<step>` (step 0 to {MAX_STEP}) for the gates "
                 f"of {test.file}: " + ", ".join(sorted(declared)),
