@@ -369,7 +369,8 @@ def _resolved(gates: Path) -> dict[str, Any]:
 
 SHARED = {
     "alias": "test: t\ngates:\n  c:\n    steps: last\n    constraint: null\n"
-    "    limits: &lim {min: 0.1, max: 0.9}\n  a:\n    steps: last\n    constraint: null\n    limits: *lim\n  b:\n    steps: last\n"
+    "    limits: &lim {min: 0.1, max: 0.9}\n  a:\n    steps: last\n    constraint: null\n"
+    "    limits: *lim\n  b:\n    steps: last\n"
     "    constraint: null\n    limits: *lim\n",
     "merge-block": "test: t\ngates:\n  c: &s {steps: last, constraint: null, limits: {min: 0.1}}\n  a:\n"
     "    <<: *s\n    enforce: true\n  b:\n    <<: *s\n",
