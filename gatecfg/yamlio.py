@@ -335,6 +335,19 @@ if CParser is not None:
                 self._table = _Resolver.versioned_resolver.fget(self)  # type: ignore[attr-defined]
             return self._table
 
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            # One version for the file (above): a plain scalar's tag is its text's, looked up directly.
+            if kind is ScalarNode and implicit[0]:
+                found = self._by_text.get(value)
+                if found is None:
+                    found = self._by_text[value] = _Resolver.resolve(self, kind, value, implicit)
+                return found
+            return _Resolver.resolve(self, kind, value, implicit)
+
+        @functools.cached_property
+        def _by_text(self) -> dict[str, Any]:
+            return {}
+
 
 class _Converter:
     """Node graph -> plain data, recording positions; rejects tags, duplicate keys and alias bombs.
@@ -356,11 +369,14 @@ class _Converter:
         return InputError([Problem(loc, message, dotted=dotted(path), hint=hint)])
 
     def spend(self, node: Node, path: KeyPath) -> None:
-        """Charge a node reached again (an expansion) to the budget; the first visit is free."""
+        """Charge a collection reached again (an expansion) to the budget, one unit for it and one per
+        item or pair, so that its scalars need no bookkeeping of their own; the first visit is free."""
+        if isinstance(node, ScalarNode):
+            return
         if id(node) not in self.seen:
             self.seen.add(id(node))
             return
-        self.budget -= 1 + (len(node.value) if isinstance(node, MappingNode) else 0)
+        self.budget -= 1 + len(node.value)
         if self.budget >= 0:
             return
         # Deep inside the expansion both the node (an anchor's definition) and the list indices mean
@@ -416,10 +432,25 @@ class _Converter:
                 return self.mapping(node, tag, path)
             if isinstance(node, SequenceNode):
                 self.check_tag(node, tag, f"{_TAG}seq", path)
-                return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+                return [self.item(item, (*path, i)) for i, item in enumerate(node.value)]
         finally:
             self.stack.discard(id(node))
         raise self.fail(node, "unsupported YAML node", path)
+
+    def item(self, node: Node, path: KeyPath) -> Any:
+        """`convert`, with a shortcut for what most of a large file is: an untagged, unanchored scalar
+        (a string, or a number or boolean the resolver recognised), whose value needs no checks."""
+        ctag = node.ctag
+        if type(node) is not ScalarNode or node.anchor or ctag.handle is not None or len(path) > MAX_DEPTH:
+            return self.convert(node, path)
+        mark = node.start_mark
+        self.doc.values.setdefault(path, (mark.line + 1, mark.column + 1))
+        tag = ctag.suffix
+        if tag == _STR_TAG:
+            return node.value
+        if tag in _SCALAR_TAGS:
+            return self.constructor.yaml_constructors[tag](self.constructor, node)
+        return self.convert(node, path)
 
     def check_tag(self, node: Node, tag: str, expected: str, path: KeyPath) -> None:
         if tag != expected:
@@ -488,7 +519,7 @@ class _Converter:
                 # An empty value's mark is wherever the next token starts, often the next line:
                 # the key is where the reader wrote `enforce:` and left it empty.
                 self.doc.values.setdefault(child, self.doc.keys[child])
-            out[key] = self.convert(value_node, child)
+            out[key] = self.item(value_node, child)
         # Merged after the explicit keys, whatever the order in the file, so that an overridden
         # merged value never records its position over the key that really wins.
         for merge in merges:
