@@ -4,9 +4,10 @@
     python benchmarks/loader.py --mb 1     # a quick run
 
 Each line prints the case, the file's size, the wall and CPU seconds `load_yaml` took (best of --repeat),
-and what it returned: `ok` with the number of values, or the first line of the error it raised. Honest files are
-gate files with many gates (`gates`), or one gate with a long list of steps (`steps`); the hostile ones
-are chained merge keys, a self-merge, nested aliases (billion laughs) and a file past the size limit.
+and what it returned: `ok` with the number of values, or the first line of the error it raised. Honest
+files are gate files with many gates (`gates`), or one gate with a long list of steps (`steps`); the
+hostile ones are chained merge keys, a self-merge, nested aliases (billion laughs) and a file past the
+size limit.
 """
 
 from __future__ import annotations
