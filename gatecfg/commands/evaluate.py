@@ -1,4 +1,7 @@
-"""`gatecfg evaluate`, the CI step: record + gates + history -> verdicts, report, exit code."""
+"""`gatecfg evaluate`, the CI step: record + gates + history -> verdicts, report, exit code.
+
+`run_evaluation` is the one evaluator: `gatecfg.evaluate` (the Python API, which the CLI calls too), the
+pytest plugin and `gatecfg demo` all go through it; `print_report` is what the CLI adds."""
 
 from __future__ import annotations
 
@@ -13,16 +16,16 @@ from typing import TextIO
 from gatecfg import __version__
 from gatecfg.errors import InputError
 from gatecfg.escape import terminal
-from gatecfg.evaluate import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
-from gatecfg.records import read_records
+from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 from gatecfg.textio import check_writable, write_text
+from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.write_policy import ci_job, write_refusal
 
 
@@ -30,7 +33,7 @@ from gatecfg.write_policy import ci_job, write_refusal
 class Request:
     gates: Path
     test: str
-    records: Sequence[Path]
+    records: Metrics  # {metric: [(step, value), ...]}, or record files
     db: str
     write: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -48,7 +51,7 @@ def run_evaluation(req: Request) -> RunReport:
     resolved = load_tree(req.gates).test(test)
     if req.write:
         check_write_policy(resolved, req.write_override)
-    record = read_records(req.records)
+    record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
@@ -189,14 +192,17 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
     return "\n".join(body)
 
 
-def evaluate_command(req: Request, outputs: Sequence[Output]) -> int:
-    # Every file this command writes is checked before the run is evaluated and stored: a typo in
-    # --output must not fail the job after the run went into history.
+def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
+    """Check every file the command will write, before the run is evaluated and stored (a typo in
+    --output must not fail the job after the run went into history); open the step summary."""
     for output in outputs:
         if output.path is not None:
             check_writable(output.path, what="report")
-    summary = _step_summary()
-    report = run_evaluation(req)
+    return _step_summary()
+
+
+def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO | None) -> int:
+    """The banner, the reports and the step summary of an evaluation; returns its exit code."""
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:

@@ -6,8 +6,8 @@ from itertools import islice
 
 from gatecfg.band import fmt
 from gatecfg.escape import markdown_code, markdown_text
-from gatecfg.evaluate import Status, Verdict
 from gatecfg.report import RunReport, role, step_label
+from gatecfg.verdicts import Status, Verdict
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
 DETAIL_ROWS = 50

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from gatecfg.band import fmt
 from gatecfg.escape import terminal
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
 from gatecfg.report import RunReport, role, step_label
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
 DETAIL_ROWS_PER_GATE = 10
 
