@@ -463,7 +463,10 @@ class _Converter:
         if tag == _STR_TAG:
             return node.value
         if tag in _SCALAR_TAGS:
-            return self.constructor.yaml_constructors[tag](self.constructor, node)
+            try:
+                return self.constructor.yaml_constructors[tag](self.constructor, node)
+            except (ValueError, KeyError, TypeError, OverflowError):
+                pass  # an explicit tag on text it cannot convert (`!!float abc`): `scalar` says where
         return self.convert(node, path)
 
     def check_tag(self, node: Node, tag: str, expected: str, path: KeyPath) -> None:
