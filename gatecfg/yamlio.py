@@ -204,11 +204,17 @@ def _check_depth(text: str, path: str) -> None:
             raise _yaml_error(exc, text, path) from None
 
 
+_OPEN = {MappingStartEvent: 1, SequenceStartEvent: 1, MappingEndEvent: -1, SequenceEndEvent: -1}
+
+
 def _deepest(events: Iterator[Event], path: str) -> None:
     depth = 0
+    step = _OPEN.get
     for event in events:
-        if isinstance(event, MappingStartEvent | SequenceStartEvent):
-            depth += 1
+        # A dictionary lookup by exact class: this loop runs once per event of a file of any size.
+        change = step(type(event), 0)
+        if change:
+            depth += change
             if depth > MAX_DEPTH:
                 mark = event.start_mark
                 raise InputError.at(
@@ -216,9 +222,7 @@ def _deepest(events: Iterator[Event], path: str) -> None:
                     f"nested more than {MAX_DEPTH} levels deep",
                     hint="a gate file nests a few levels; write the value out flat",
                 )
-        elif isinstance(event, MappingEndEvent | SequenceEndEvent):
-            depth -= 1
-        elif isinstance(event, StreamEndEvent):
+        elif type(event) is StreamEndEvent:
             return
 
 
