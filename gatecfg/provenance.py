@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gatecfg.errors import InputError
+from gatecfg.escape import mask_url
 from gatecfg.models import name_problem
 from gatecfg.records import shorten
 
@@ -68,12 +69,17 @@ def provenance(
         or _first(env, "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH", "BRANCH_NAME"),
         ci_run_id=ci_run_id,
         ci_run_attempt=attempt,
-        url=url or _ci_url(env),
+        # A link to the CI run is shown in reports and kept in the store: never with a credential in it.
+        url=_masked(url or _ci_url(env)),
     )
     # What the environment gave is checked too, before it reaches the store (exit 2, not a store fault).
     for name, value in vars(found).items():
         check_name(value, "the run's " + name.replace("_", " "))
     return found
+
+
+def _masked(url: str | None) -> str | None:
+    return None if url is None else mask_url(url)
 
 
 def check_name(value: str | None, where: str) -> None:

@@ -224,6 +224,34 @@ def test_a_store_error_never_shows_the_password_of_the_url(tmp_path: Path) -> No
     assert "password=***" in result.err
 
 
+def test_the_ci_link_of_a_run_is_masked_before_it_is_shown_or_stored(tmp_path: Path) -> None:
+    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
+    (tmp_path / "r.jsonl").write_text('{"_step": 0, "eval/score": 0.5}\n')
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    url = "https://ci.example/runs/7?token=hunter44&attempt=1"
+    result = run_cli(
+        "evaluate",
+        "--gates",
+        gates,
+        "--test",
+        "tests/t_ci.py",
+        "--record",
+        tmp_path / "r.jsonl",
+        "--db",
+        db,
+        "--write",
+        "--run-id",
+        "r",
+        "--url",
+        url,
+        "--format",
+        "json",
+    )
+    assert json.loads(result.out)["run"]["url"] == "https://ci.example/runs/7?token=***&attempt=1"
+    with Store.open(db) as store:
+        assert [row.run.url for row in store.runs()] == ["https://ci.example/runs/7?token=***&attempt=1"]
+
+
 # --- 4. who may write a baseline ------------------------------------------------------------------------
 
 GITHUB_PR = {
