@@ -158,6 +158,17 @@ def test_lint_refuses_any_name_with_a_control_character(name: str, tmp_path_fact
     assert any("control character" in p.message for p in tree.problems), tree.problems
 
 
+def _evaluate(tmp_path: Path, *extra: str | Path, db: str | None = None, record: str | None = None) -> Any:
+    """`gatecfg evaluate` of one enforced gate `eval/score` of tests/t_ci.py, with `extra` arguments."""
+    gates = tmp_path / "gates"
+    if not gates.exists():
+        _gates(tmp_path, "tests/t_ci.py", "eval/score")
+    (tmp_path / "r.jsonl").write_text(record or '{"_step": 0, "eval/score": 0.5}\n')
+    store = db or f"sqlite:///{tmp_path / 'h.db'}"
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", tmp_path / "r.jsonl"]
+    return run_cli(*argv, "--db", store, *extra)
+
+
 NAMES = ["`tick`s`", "pipe|name", "<b>bold</b>", "$x$ and $y", "[link](x)", "a*b*c", "100%,done:yes"]
 
 
@@ -225,31 +236,12 @@ def test_a_store_error_never_shows_the_password_of_the_url(tmp_path: Path) -> No
 
 
 def test_the_ci_link_of_a_run_is_masked_before_it_is_shown_or_stored(tmp_path: Path) -> None:
-    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
-    (tmp_path / "r.jsonl").write_text('{"_step": 0, "eval/score": 0.5}\n')
-    db = f"sqlite:///{tmp_path / 'h.db'}"
     url = "https://ci.example/runs/7?token=hunter44&attempt=1"
-    result = run_cli(
-        "evaluate",
-        "--gates",
-        gates,
-        "--test",
-        "tests/t_ci.py",
-        "--record",
-        tmp_path / "r.jsonl",
-        "--db",
-        db,
-        "--write",
-        "--run-id",
-        "r",
-        "--url",
-        url,
-        "--format",
-        "json",
-    )
-    assert json.loads(result.out)["run"]["url"] == "https://ci.example/runs/7?token=***&attempt=1"
-    with Store.open(db) as store:
-        assert [row.run.url for row in store.runs()] == ["https://ci.example/runs/7?token=***&attempt=1"]
+    result = _evaluate(tmp_path, "--write", "--run-id", "r", "--url", url, "--format", "json")
+    masked = "https://ci.example/runs/7?token=***&attempt=1"
+    assert json.loads(result.out)["run"]["url"] == masked
+    with Store.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
+        assert [row.run.url for row in store.runs()] == [masked]
 
 
 # --- 4. who may write a baseline ------------------------------------------------------------------------
@@ -318,21 +310,15 @@ def test_policy_write_allows_named_branches_and_events() -> None:
 def test_a_pull_request_cannot_write_and_an_override_is_stored_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
-    (tmp_path / "r.jsonl").write_text('{"_step": 0, "eval/score": 0.5}\n')
-    db = f"sqlite:///{tmp_path / 'h.db'}"
     for key, value in GITHUB_PR.items():
         monkeypatch.setenv(key, value)
-    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", tmp_path / "r.jsonl"]
-    refused = run_cli(*argv, "--db", db, "--write", "--run-id", "pr")
+    refused = _evaluate(tmp_path, "--write", "--run-id", "pr")
     assert refused.code == 2
     assert "may not write a baseline" in refused.err
     assert "pull request" in refused.err
-    backfill = run_cli(
-        *argv, "--db", db, "--write", "--run-id", "bf", "--override-write-policy", "march backfill"
-    )
+    backfill = _evaluate(tmp_path, "--write", "--run-id", "bf", "--override-write-policy", "march backfill")
     assert backfill.code == 0
-    with Store.open(db) as store:
+    with Store.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
         runs = {row.run.run_id: row.run for row in store.runs()}
     assert set(runs) == {"bf"}
     assert runs["bf"].write_override == "march backfill"
@@ -504,49 +490,17 @@ def test_a_bad_step_summary_is_a_warning_decided_before_the_run_is_written(
 ) -> None:
     summary = tmp_path if kind == "folder" else tmp_path / "no" / "such" / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
-    (tmp_path / "r.jsonl").write_text('{"_step": 0, "eval/score": 0.5}\n')
-    db = f"sqlite:///{tmp_path / 'h.db'}"
-    result = run_cli(
-        "evaluate",
-        "--gates",
-        gates,
-        "--test",
-        "tests/t_ci.py",
-        "--record",
-        tmp_path / "r.jsonl",
-        "--db",
-        db,
-        "--write",
-        "--run-id",
-        "r1",
-    )
+    result = _evaluate(tmp_path, "--write", "--run-id", "r1")
     assert result.code == 0
-    assert "GITHUB_STEP_SUMMARY" in result.err
-    assert "warning" in result.err
-    with Store.open(db) as store:
+    assert "warning: GITHUB_STEP_SUMMARY" in result.err
+    with Store.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
         assert [row.run.run_id for row in store.runs()] == ["r1"]
 
 
 def test_an_output_that_is_a_folder_fails_before_anything_is_written(tmp_path: Path) -> None:
-    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
-    (tmp_path / "r.jsonl").write_text('{"_step": 0, "eval/score": 0.5}\n')
-    db = f"sqlite:///{tmp_path / 'h.db'}"
-    result = run_cli(
-        "evaluate",
-        "--gates",
-        gates,
-        "--test",
-        "tests/t_ci.py",
-        "--record",
-        tmp_path / "r.jsonl",
-        "--db",
-        db,
-        "--write",
-        "--output",
-        tmp_path,
-    )
+    result = _evaluate(tmp_path, "--write", "--output", tmp_path)
     assert result.code == 2
+    assert "cannot write the report: is a directory" in result.err
     assert not (tmp_path / "h.db").exists()
 
 
@@ -605,20 +559,6 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, how: str) ->
 def test_input_the_store_cannot_hold_is_exit_2_on_every_store(
     tmp_path: Path, store_url: str, record: str, extra: list[str], words: str
 ) -> None:
-    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
-    (tmp_path / "r.jsonl").write_text(record)
-    result = run_cli(
-        "evaluate",
-        "--gates",
-        gates,
-        "--test",
-        "tests/t_ci.py",
-        "--record",
-        tmp_path / "r.jsonl",
-        "--db",
-        store_url,
-        "--write",
-        *extra,
-    )
+    result = _evaluate(tmp_path, "--write", *extra, db=store_url, record=record)
     assert result.code == 2, result.err
     assert words in result.err

@@ -140,21 +140,10 @@ def apply_edit(text: str, path: str, edit: LimitsEdit) -> str:
         line, col = node.lc.value("limits")
         text = _replace(text, (line, col), NULL, flow(edit.new), path)
         key_line = int(node.lc.key("limits")[0])
-    elif isinstance(node, CommentedMap) and node.fa.flow_style():
-        line, col = node.lc.key(_own_keys(node)[0])
-        lines = text.splitlines(keepends=True)
-        start = _line_start(lines, line) + col
-        text = text[:start] + f"limits: {flow(edit.new)}, " + text[start:]
-        key_line = int(gates.lc.key(edit.metric)[0])
     elif isinstance(node, CommentedMap):
-        line, col = _limits_slot(node)
-        lines = text.splitlines(keepends=True)
-        newline = "\r\n" if lines[line - 1].endswith("\r\n") else "\n"
-        if not lines[line - 1].endswith(("\n", "\r")):
-            lines[line - 1] += newline
-        lines.insert(line, f"{' ' * col}limits: {flow(edit.new)}{newline}")
-        text = "".join(lines)
-        key_line = line
+        text, key_line = _insert_limits(text, node, flow(edit.new))
+        if node.fa.flow_style():
+            key_line = int(gates.lc.key(edit.metric)[0])
     else:
         text, key_line = _expand_one_liner(text, path, gates, edit)
     lines = text.splitlines(keepends=True)
@@ -213,11 +202,17 @@ def _own_limits(text: str, path: str, node: CommentedMap, full: Mapping[str, flo
                 hint=f"write `limits: {literal}` here by hand, and keep the anchor where it is shared",
             )
         return text[: found.start()] + literal + text[found.end() :], line
+    return _insert_limits(text, node, literal)
+
+
+def _insert_limits(text: str, node: CommentedMap, literal: str) -> tuple[str, int]:
+    """A `limits:` key written into a gate's own mapping (first in a flow mapping; in a block mapping
+    where `_limits_slot` puts it), and the line it is on."""
     if node.fa.flow_style():
-        line, col = node.lc.key(_own_keys(node)[0])
+        line, col = (int(x) for x in node.lc.key(_own_keys(node)[0]))
         lines = text.splitlines(keepends=True)
         start = _line_start(lines, line) + col
-        return text[:start] + f"limits: {literal}, " + text[start:], int(line)
+        return text[:start] + f"limits: {literal}, " + text[start:], line
     line, col = _limits_slot(node)
     lines = text.splitlines(keepends=True)
     newline = "\r\n" if lines[line - 1].endswith("\r\n") else "\n"
