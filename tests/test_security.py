@@ -27,6 +27,7 @@ from helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from rekey_helpers import git, make_repo
 
 from gatecfg import cli
 from gatecfg.analysis.limits_edit import LimitsEdit, write_limits
@@ -562,3 +563,33 @@ def test_input_the_store_cannot_hold_is_exit_2_on_every_store(
     result = _evaluate(tmp_path, "--write", *extra, db=store_url, record=record)
     assert result.code == 2, result.err
     assert words in result.err
+
+
+def test_a_base_revision_whose_gates_link_out_of_the_tree_is_an_error_at_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "gates" / "evil.yaml").symlink_to("../../../../etc/passwd")
+    git(repo, "add", "gates")
+    git(repo, "commit", "-q", "-m", "a link out of the tree")
+    (repo / "gates" / "evil.yaml").unlink()  # the working tree is clean; the base revision is not
+    monkeypatch.chdir(repo)
+    result = run_cli("diff", "--base", "HEAD", "--gates", "gates")
+    assert result.code == 2
+    assert "gates/evil.yaml (at HEAD): error: cannot read the gates folder at HEAD" in result.err
+
+
+def test_a_folder_lint_cannot_list_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gates = _gates(tmp_path, "tests/t_ci.py", "eval/score")
+    (gates / "private").mkdir()
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if Path(path).name == "private":  # root reads every folder: deny this one as a CI user would be
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = run_cli("lint", "--gates", gates)
+    assert result.code == 2
+    assert "private: error: cannot list the folder: Permission denied" in result.out
