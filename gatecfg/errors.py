@@ -57,9 +57,9 @@ class Problem:
         head = f"{terminal(str(self.location))}: {self.severity}: "
         if self.dotted:
             head += f"{terminal(self.dotted)}: "
-        head += terminal(self.message)
+        head += terminal(self.message, lines=True)
         if self.hint:
-            head += f"\n  hint: {terminal(self.hint)}"
+            head += f"\n  hint: {terminal(self.hint, lines=True)}"
         return head
 
     def github(self) -> str:

@@ -35,9 +35,13 @@ def invisible_characters(text: str) -> list[str]:
     return [f"U+{ord(c):04X}" for c in dict.fromkeys(_INVISIBLE.findall(text))]
 
 
-def terminal(text: str) -> str:
+def terminal(text: str, *, lines: bool = False) -> str:
     """Text for a terminal or a CI log: every control character shown as `\\xNN`, so a name can neither
-    start a line (a line starting `::` is a GitHub workflow command in a job's log) nor move the cursor."""
+    start a line (a line starting `::` is a GitHub workflow command in a job's log) nor move the cursor.
+    `lines=True` keeps `\\n` for gatecfg's own multi-line messages, whose names are validated (printable)
+    and whose quoted values are shown as JSON or repr, with their newlines escaped."""
+    if lines:
+        return "\n".join(_INVISIBLE.sub(_visible, line) for line in text.split("\n"))
     return _INVISIBLE.sub(_visible, text)
 
 

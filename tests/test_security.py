@@ -78,6 +78,9 @@ def test_terminal_text_holds_no_control_character_and_stays_on_one_line(text: st
     assert invisible_characters(shown) == []
     assert "\n" not in shown
     assert "\r" not in shown
+    kept = terminal(text, lines=True)
+    assert invisible_characters(kept.replace("\n", "")) == []
+    assert kept.count("\n") == text.count("\n")
 
 
 @PROPERTY
