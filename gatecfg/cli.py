@@ -45,7 +45,8 @@ def _labels(values: Sequence[str] | None) -> dict[str, str]:
                 hint="give each label once: a run belongs to one series",
             )
         check_name(key, "--series")
-        check_name(value or "-", "--series")  # an empty value is a label too
+        if value:  # an empty value is a label too
+            check_name(value, "--series")
         labels[key] = value
     return labels
 
