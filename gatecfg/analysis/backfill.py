@@ -22,8 +22,9 @@ import numpy as np
 
 from gatecfg import __version__
 from gatecfg.analysis.backtest import Replayer, StoredRun
-from gatecfg.analysis.importer import Export, ImportedRun
+from gatecfg.analysis.importer import Entry, Export, ImportedRun
 from gatecfg.errors import InputError
+from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import select
 from gatecfg.store import STATUSES, CoordinateSpec, PointColumns, RunInfo, ValueColumns
@@ -49,6 +50,23 @@ def check_shapes(test: ResolvedTest, export: Export) -> None:
             dotted=gate.metric,
             hint=f"give `{gate.metric}@<step>` columns, or in JSON Lines [[step, value], ...]",
         )
+
+
+def check_runs(test: ResolvedTest, runs: Iterable[Entry]) -> None:
+    """Each run to import holds a value of some gate of the test."""
+    declared = {g.metric for g in test.gates}
+    for run in runs:
+        if not declared & run.metrics:
+            # A run of nothing but unusable columns (`m@-1`, `m@abc`, metrics no gate declares) would be
+            # stored with no value at all, yet count as a night in every analysis.
+            holds = ", ".join(f"`{m}`" for m in sorted(run.metrics)) or "no values"
+            raise InputError.at(
+                run.location,
+                f"run `{run.run_id}` holds no value of any gate of {test.test} (it has {holds})",
+                dotted="run_id",
+                hint=f"columns are `<metric>` or `<metric>@<step>` (step 0 to {MAX_STEP}) for the gates "
+                f"of {test.file}: " + ", ".join(sorted(declared)),
+            )
 
 
 def _column(gate: ResolvedGate, run: ImportedRun) -> ValueColumns | None:

@@ -35,6 +35,7 @@ from typing import BinaryIO, cast
 import numpy as np
 
 from gatecfg.errors import InputError, Location
+from gatecfg.models import MAX_STEP
 from gatecfg.records import Column, Record, shorten
 
 RESERVED = ("run_id", "date", "commit", "trusted")
@@ -77,6 +78,7 @@ class Entry:
     trusted: bool
     location: Location  # the row or line
     offset: int  # byte offset of its first line in the file
+    metrics: frozenset[str]  # the metrics it gives a value of
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,15 @@ def read_export(path: Path, shown: str) -> Export:
 
 
 def _entry(run: ImportedRun, offset: int) -> Entry:
-    return Entry(run.run_id, run.created_at, run.commit, run.trusted, run.location, offset)
+    return Entry(
+        run.run_id,
+        run.created_at,
+        run.commit,
+        run.trusted,
+        run.location,
+        offset,
+        frozenset(run.record.columns),
+    )
 
 
 @contextmanager
@@ -216,6 +226,12 @@ def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
     text = raw.strip()
     try:
         value = datetime.fromisoformat(text)
+        # Near the ends of time a zone's offset moves the instant out of datetime's range.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise InputError.at(
+            location, f"`{shorten(text)}` is out of the range of dates", dotted=dotted, hint="check the year"
+        ) from None
     except ValueError:
         raise InputError.at(
             location,
@@ -223,7 +239,6 @@ def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
             dotted=dotted,
             hint="write e.g. 2024-05-01 or 2024-05-01T02:30:00Z (a time without a zone is read as UTC)",
         ) from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _number(raw: str, location: Location, dotted: str) -> float:
@@ -262,7 +277,7 @@ class _Column:
 
 def _split_metric(name: str) -> tuple[str, int | None]:
     metric, sep, step = name.rpartition("@")
-    if sep and metric and step.isdigit():
+    if sep and metric and step.isdigit() and int(step) <= MAX_STEP:
         return metric, int(step)
     return name, None
 
@@ -525,7 +540,7 @@ def _fast_pairs(given: list[object]) -> tuple[list[int], list[float]] | None:
         return None
     steps, values = pairs[:, 0], pairs[:, 1]
     if len(steps) and not (
-        np.isfinite(steps).all() and steps.min() >= 0 and steps.max() < 2**53 and (steps % 1 == 0).all()
+        np.isfinite(steps).all() and steps.min() >= 0 and steps.max() <= MAX_STEP and (steps % 1 == 0).all()
     ):
         return None
     order = np.argsort(steps, kind="stable")
@@ -545,9 +560,11 @@ def _pairs(given: list[object], location: Location, dotted: str) -> tuple[list[i
         step = pair[0]
         if type(step) is float and step.is_integer():
             step = int(step)
-        if type(step) is not int or step < 0:
+        if type(step) is not int or not 0 <= step <= MAX_STEP:
             raise InputError.at(
-                location, f"item {i} has step {json.dumps(pair[0])}, not a whole number >= 0", dotted=dotted
+                location,
+                f"item {i} has step {json.dumps(pair[0])}, not a whole number from 0 to {MAX_STEP:,}",
+                dotted=dotted,
             )
         if step in points:
             raise InputError.at(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from gatecfg.analysis.backfill import Backfill, check_shapes, with_current_trust
+from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, with_current_trust
 from gatecfg.analysis.backtest import stored_run
 from gatecfg.analysis.importer import read_export
 from gatecfg.errors import EXIT_OK, InputError
@@ -36,6 +36,7 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
                     hint="check --test and --series, or give this export's runs their own ids",
                 )
         fresh = [entry for entry in export.entries if entry.run_id not in known]
+        check_runs(resolved, fresh)
         written: list[bool] = []
         if fresh:
             # The series' stored runs, oldest first, read as the replay reaches their time.
