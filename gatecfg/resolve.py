@@ -6,9 +6,10 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
 2. `defaults.<metric>.<field>` in the nearest `base.yaml` (the gate file's folder, then each parent
    folder up to the gates root);
 3. the same in the base file it `extends:`, then the one that extends, and so on;
-4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
+4. for `enforce` and `false_alarm` only: `policy.enforce` / `policy.false_alarm` along the same chain,
+   nearest first;
 5. built-in: `enforce: false`, no `limits`, `tolerate: 0`, no `trials`; policy `window: 20`,
-   `min_history: 1`, `reference: mean`, `baseline: trusted`.
+   `min_history: 1`, `reference: mean`, `baseline: trusted`, `false_alarm: 0.01`.
 
 `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
@@ -50,8 +51,9 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "enforce": False,
     "reference": "mean",
     "baseline": "trusted",
+    "false_alarm": 0.01,
 }
-GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
+GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials", "false_alarm")
 
 
 def display_path(path: Path) -> str:
@@ -85,6 +87,7 @@ class Policy:
     sources: Mapping[str, str]
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
+    false_alarm: float = BUILTIN_POLICY["false_alarm"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class ResolvedGate:
     sources: Mapping[str, str]
     tolerate: int | float = 0  # failing steps (or a fraction of them) the gate lets pass; not identity
     trials: int | None = None  # the metric is a mean of this many Bernoulli trials; not identity
+    false_alarm: float = BUILTIN_POLICY["false_alarm"]  # a budget rule's share of clean nights; not identity
 
     @property
     def gated(self) -> bool:
@@ -130,6 +134,7 @@ class ResolvedGate:
             "enforce": self.enforce,
             "tolerate": self.tolerate,
             "trials": self.trials,
+            "false_alarm": self.false_alarm,
             "steps_key": self.steps_key,
             "constraint_key": self.constraint_key,
             "coordinate": self.coordinate(series),
@@ -361,10 +366,17 @@ class _Loader:
         chain: tuple[Base, ...],
         policy: Policy,
     ) -> ResolvedGate | None:
-        values: dict[str, Any] = {"limits": None, "enforce": policy.enforce, "tolerate": 0, "trials": None}
+        values: dict[str, Any] = {
+            "limits": None,
+            "enforce": policy.enforce,
+            "tolerate": 0,
+            "trials": None,
+            "false_alarm": policy.false_alarm,
+        }
         sources: dict[str, str] = {
             "limits": BUILTIN,
             "enforce": policy.sources["enforce"],
+            "false_alarm": policy.sources["false_alarm"],
             "tolerate": BUILTIN,
             "trials": BUILTIN,
         }
@@ -425,6 +437,7 @@ class _Loader:
             sources=sources,
             tolerate=values["tolerate"],
             trials=values["trials"],
+            false_alarm=values["false_alarm"],
         )
 
     def check_rules(
@@ -487,4 +500,5 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         sources=sources,
         reference=values["reference"],
         baseline=values["baseline"],
+        false_alarm=values["false_alarm"],
     )

@@ -1,0 +1,231 @@
+"""The false-alarm budget rule (`constraint: {budget: up|down|both}`): a gate fails a clean night with
+probability at most `false_alarm`, however many steps it judges and however they are correlated.
+
+One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
+
+1. Standardise every step by its own window: `z = (value - median) / scale`, the scale a standard
+   deviation of the window with values beyond 5 MADs clipped (a spike in the window does not widen it),
+   never below the binomial spread `sqrt(p (1 - p) / trials)` when the gate declares `trials`. Each z is
+   clipped to +-3 when the gate judges more than one step, so that a single-step spike moves a statistic
+   by a bounded amount and rare spikes do not fire.
+2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
+   steps (a sustained shift) and the mean z over each contiguous block of 10% of the steps, at half-block
+   strides (a shift confined to part of the run).
+3. Take each statistic's null distribution from the window's own nights, leave-one-out: every past night
+   is standardised by the other nights exactly as tonight is by all of them. Correlation between steps
+   (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
+4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
+   (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
+   over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
+
+A night fails when any statistic does; the steps reported as failing are those of the statistic with the
+largest excess that moved in the harmful direction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Direction = Literal["up", "down", "both"]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
+CLIP_Z = 3.0  # one step moves a many-step statistic by at most this many of its scales
+OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
+BLOCK_SHARE = 0.1  # a block is a tenth of the steps
+ALL_SHARE = 0.5  # the share of the budget spent on the mean over all steps (the rest on the blocks)
+# Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
+# of one night are correlated and do not each bring n - 1 independent ones.
+POOLED_DF_BLOCKS = 4
+MAD_TO_SD = 1.4826
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The night's outcome. `failing` marks the steps of the statistic that fired (all False on a pass);
+    `loc`/`scale` are each step's baseline location and scale; the other fields describe the statistic
+    with the largest excess over its threshold, fired or not, in units of the steps' scales."""
+
+    failing: BoolArray
+    loc: FloatArray
+    scale: FloatArray
+    direction: Literal["up", "down"]
+    first: int  # index range [first, last] of the statistic's steps among those judged
+    last: int
+    distance: float  # its mean z (harmful direction positive)
+    threshold: float  # the distance a clean night exceeds with probability alpha / (statistics x sides)
+    nights: int
+    pct: float | None  # mean relative change of those steps against their baselines, percent
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.failing.any())
+
+
+def sides(direction: Direction) -> tuple[Literal["up", "down"], ...]:
+    return ("up", "down") if direction == "both" else (direction,)
+
+
+def decide(
+    values: FloatArray,
+    history: FloatArray,
+    *,
+    direction: Direction,
+    alpha: float,
+    trials: int | None = None,
+) -> Decision:
+    """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
+    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS)."""
+    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values)
+
+
+@dataclass(frozen=True)
+class _Side:
+    sign: float
+    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block
+    thresholds: FloatArray
+
+
+@dataclass(frozen=True)
+class Null:
+    """What a window says about a clean night: each step's location and scale, and each statistic's
+    threshold. Built once per window (a backtest judges several variants of one night against it)."""
+
+    loc: FloatArray
+    scale: FloatArray
+    log: bool  # every window value is positive: steps are standardised in log space, where such
+    # metrics (norms, KLs, lognormal noise) are near symmetric
+    nights: int
+    clip: float
+    starts: npt.NDArray[np.int64]
+    width: int
+    sides: tuple[tuple[Literal["up", "down"], _Side], ...]
+
+    @classmethod
+    def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+        m, n = history.shape
+        log = trials is None and bool((history > 0).all())
+        if log:
+            history = np.log(history)
+        loc, scale = _location_scale(history, None if log else trials)
+        # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
+        others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
+        loo_loc, loo_scale = _location_scale(history[:, others], None if log else trials)
+        z_past = (history - loo_loc) / loo_scale  # m x n
+        starts, width = _blocks(m)
+        clip = CLIP_Z if m > 1 else math.inf
+        directions = sides(direction)
+        inflate = math.sqrt(1.0 + 1.0 / n)
+        blocks = len(starts)
+        found = []
+        for side in directions:
+            sign = 1.0 if side == "up" else -1.0
+            past = np.clip(sign * z_past, -clip, clip)
+            stats = [past.mean(axis=0)]
+            ranges = [(0, m - 1)]
+            if blocks:
+                sums = np.vstack([np.zeros((1, n)), np.cumsum(past, axis=0)])
+                stats += list((sums[starts + width] - sums[starts]) / width)
+                ranges += [(int(s), int(s) + width - 1) for s in starts]
+            matrix = np.array(stats)  # statistics x nights
+            centre = matrix.mean(axis=1)
+            spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
+            a_all = alpha / len(directions) * (ALL_SHARE if blocks else 1.0)
+            thresholds = [centre[0] + _t_quantile(a_all, n - 1) * spread[0] * inflate]
+            if blocks:
+                pooled = math.sqrt(float(np.mean(spread[1:] ** 2)))
+                a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / blocks
+                q = _t_quantile(a_block, (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width)))
+                thresholds += list(centre[1:] + q * pooled * inflate)
+            found.append((side, _Side(sign, tuple(ranges), np.array(thresholds))))
+        return cls(loc, scale, log, n, clip, starts, width, tuple(found))
+
+    def judge(self, values: FloatArray) -> Decision:
+        m = len(values)
+        with np.errstate(divide="ignore"):  # a zero among positive metrics: log 0 is -inf, clipped
+            moved = np.log(values) if self.log else values
+        z_now = (moved - self.loc) / self.scale
+        best: Decision | None = None
+        best_excess = -math.inf
+        for side, null in self.sides:
+            now = np.clip(null.sign * z_now, -self.clip, self.clip)
+            stats = [float(now.mean())]
+            if len(self.starts):
+                sums = np.concatenate([[0.0], np.cumsum(now)])
+                stats += ((sums[self.starts + self.width] - sums[self.starts]) / self.width).tolist()
+            excess = np.array(stats) - null.thresholds
+            k = int(np.argmax(excess))
+            if best is None or excess[k] > best_excess:
+                best_excess = float(excess[k])
+                first, last = null.ranges[k]
+                failing = np.zeros(m, bool)
+                if best_excess > 0:
+                    failing[first : last + 1] = True
+                loc = np.exp(self.loc) if self.log else self.loc
+                best = Decision(
+                    failing=failing,
+                    loc=loc,
+                    scale=self.scale,
+                    direction=side,
+                    first=first,
+                    last=last,
+                    distance=stats[k],
+                    threshold=float(null.thresholds[k]),
+                    nights=self.nights,
+                    pct=_pct(values[first : last + 1], loc[first : last + 1]),
+                )
+        assert best is not None  # at least the mean over all steps in one direction
+        return best
+
+
+def _location_scale(history: FloatArray, trials: int | None) -> tuple[FloatArray, FloatArray]:
+    """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
+    OUTLIER_MADS robust scales clipped; never below the binomial spread of `trials`, never zero."""
+    loc = np.median(history, axis=-1)
+    mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
+    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
+    clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
+    scale = clipped.std(axis=-1, ddof=1)
+    if trials is not None:
+        half = 0.5 / trials
+        p = np.clip(clipped.mean(axis=-1), half, 1.0 - half)
+        scale = np.maximum(scale, np.sqrt(p * (1.0 - p) / trials))
+    # A constant step: any change is a change, but of a size relative to its value, not a division by 0.
+    floor = np.maximum(np.abs(loc) * 1e-9, 1e-300)
+    return loc, np.maximum(scale, floor)
+
+
+def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Start indices of the blocks of BLOCK_SHARE of m steps at half-block strides (the last block ends at
+    the last step), and their width; no blocks for a single step."""
+    if m < 2:
+        return np.array([], np.int64), 1
+    width = max(1, round(m * BLOCK_SHARE))
+    stride = max(1, width // 2)
+    starts = list(range(0, m - width + 1, stride))
+    if starts[-1] != m - width:
+        starts.append(m - width)
+    return np.array(starts, np.int64), width
+
+
+@cache
+def _t_quantile(upper: float, df: int) -> float:
+    """The Student t value a draw exceeds with probability `upper`."""
+    # Deferred: scipy.special costs a few hundred milliseconds to import; only budget gates need it.
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 1.0 - upper))
+
+
+def _pct(values: FloatArray, loc: FloatArray) -> float | None:
+    nonzero = loc != 0
+    if not nonzero.any():
+        return None
+    return float(np.mean((values[nonzero] - loc[nonzero]) / np.abs(loc[nonzero]))) * 100.0
