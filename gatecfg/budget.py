@@ -18,8 +18,8 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
    over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
 
-A night fails when any statistic does; the steps reported as failing are those of the statistic with the
-largest excess that moved in the harmful direction.
+A night fails when any statistic does; the steps reported as failing are those of the statistic that went
+furthest past its threshold (relative to the distance from its centre to its threshold).
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ import numpy as np
 import numpy.typing as npt
 
 Direction = Literal["up", "down", "both"]
+Space = Literal["linear", "log", "binomial"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
-CLIP_Z = 3.0  # one step moves a many-step statistic by at most this many of its scales
+CLIP_Z = 5.0
+DROP_LARGEST = True
+DROP_MIN_WIDTH = 1  # one step moves a many-step statistic by at most this many of its scales
 OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 ALL_SHARE = 0.5  # the share of the budget spent on the mean over all steps (the rest on the blocks)
@@ -51,7 +54,7 @@ MAD_TO_SD = 1.4826
 class Decision:
     """The night's outcome. `failing` marks the steps of the statistic that fired (all False on a pass);
     `loc`/`scale` are each step's baseline location and scale; the other fields describe the statistic
-    with the largest excess over its threshold, fired or not, in units of the steps' scales."""
+    that went furthest toward its threshold, fired or not, in units of the steps' scales."""
 
     failing: BoolArray
     loc: FloatArray
@@ -62,6 +65,7 @@ class Decision:
     distance: float  # its mean z (harmful direction positive)
     threshold: float  # the distance a clean night exceeds with probability alpha / (statistics x sides)
     nights: int
+    severity: float  # (statistic - its past mean) / (threshold - past mean): the night fails above 1
     pct: float | None  # mean relative change of those steps against their baselines, percent
 
     @property
@@ -90,6 +94,7 @@ def decide(
 class _Side:
     sign: float
     ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block
+    centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
 
 
@@ -98,10 +103,11 @@ class Null:
     """What a window says about a clean night: each step's location and scale, and each statistic's
     threshold. Built once per window (a backtest judges several variants of one night against it)."""
 
-    loc: FloatArray
-    scale: FloatArray
-    log: bool  # every window value is positive: steps are standardised in log space, where such
-    # metrics (norms, KLs, lognormal noise) are near symmetric
+    loc: FloatArray  # each step's median, in the metric's units (what reports show)
+    scale: FloatArray  # each step's scale, in the space the steps are standardised in
+    centre: FloatArray  # each step's median in that space
+    space: Space
+    trials: int | None
     nights: int
     clip: float
     starts: npt.NDArray[np.int64]
@@ -111,13 +117,14 @@ class Null:
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
         m, n = history.shape
-        log = trials is None and bool((history > 0).all())
-        if log:
-            history = np.log(history)
-        loc, scale = _location_scale(history, None if log else trials)
+        space: Space = "binomial" if trials is not None else "log" if (history > 0).all() else "linear"
+        raw_loc = np.median(history, axis=-1)
+        history = _transform(history, space, trials)
+        floor = _binomial_scale(trials) if trials is not None else 0.0
+        loc, scale = _location_scale(history, floor)
         # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
         others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
-        loo_loc, loo_scale = _location_scale(history[:, others], None if log else trials)
+        loo_loc, loo_scale = _location_scale(history[:, others], floor)
         z_past = (history - loo_loc) / loo_scale  # m x n
         starts, width = _blocks(m)
         clip = CLIP_Z if m > 1 else math.inf
@@ -127,14 +134,8 @@ class Null:
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
-            past = np.clip(sign * z_past, -clip, clip)
-            stats = [past.mean(axis=0)]
-            ranges = [(0, m - 1)]
-            if blocks:
-                sums = np.vstack([np.zeros((1, n)), np.cumsum(past, axis=0)])
-                stats += list((sums[starts + width] - sums[starts]) / width)
-                ranges += [(int(s), int(s) + width - 1) for s in starts]
-            matrix = np.array(stats)  # statistics x nights
+            matrix = _statistics(np.clip(sign * z_past, -clip, clip), starts, width)  # statistics x nights
+            ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
             a_all = alpha / len(directions) * (ALL_SHARE if blocks else 1.0)
@@ -144,31 +145,25 @@ class Null:
                 a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / blocks
                 q = _t_quantile(a_block, (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width)))
                 thresholds += list(centre[1:] + q * pooled * inflate)
-            found.append((side, _Side(sign, tuple(ranges), np.array(thresholds))))
-        return cls(loc, scale, log, n, clip, starts, width, tuple(found))
+            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
+        return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, tuple(found))
 
     def judge(self, values: FloatArray) -> Decision:
         m = len(values)
-        with np.errstate(divide="ignore"):  # a zero among positive metrics: log 0 is -inf, clipped
-            moved = np.log(values) if self.log else values
-        z_now = (moved - self.loc) / self.scale
+        z_now = (_transform(values, self.space, self.trials) - self.centre) / self.scale
         best: Decision | None = None
-        best_excess = -math.inf
         for side, null in self.sides:
             now = np.clip(null.sign * z_now, -self.clip, self.clip)
-            stats = [float(now.mean())]
-            if len(self.starts):
-                sums = np.concatenate([[0.0], np.cumsum(now)])
-                stats += ((sums[self.starts + self.width] - sums[self.starts]) / self.width).tolist()
-            excess = np.array(stats) - null.thresholds
-            k = int(np.argmax(excess))
-            if best is None or excess[k] > best_excess:
-                best_excess = float(excess[k])
+            stats = _statistics(now[:, None], self.starts, self.width)[:, 0]
+            # How far each statistic went toward its threshold: 1 at the threshold.
+            severity = (stats - null.centres) / (null.thresholds - null.centres)
+            k = int(np.argmax(severity))
+            if best is None or severity[k] > best.severity:
                 first, last = null.ranges[k]
                 failing = np.zeros(m, bool)
-                if best_excess > 0:
+                if severity[k] > 1.0:
                     failing[first : last + 1] = True
-                loc = np.exp(self.loc) if self.log else self.loc
+                loc = self.loc
                 best = Decision(
                     failing=failing,
                     loc=loc,
@@ -176,30 +171,59 @@ class Null:
                     direction=side,
                     first=first,
                     last=last,
-                    distance=stats[k],
+                    distance=float(stats[k]),
                     threshold=float(null.thresholds[k]),
                     nights=self.nights,
+                    severity=float(severity[k]),
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return best
 
 
-def _location_scale(history: FloatArray, trials: int | None) -> tuple[FloatArray, FloatArray]:
+def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:
+    """Per column of `z` (steps x nights): the mean over all steps, then each block's mean without its
+    largest value (a block of one keeps it), so that one step alone cannot carry a block."""
+    stats = [z.mean(axis=0)]
+    if len(starts):
+        sums = np.vstack([np.zeros((1, z.shape[1])), np.cumsum(z, axis=0)])
+        total = sums[starts + width] - sums[starts]
+        if width > DROP_MIN_WIDTH and DROP_LARGEST:
+            largest = np.max([z[starts + k] for k in range(width)], axis=0)
+            stats += list((total - largest) / (width - 1))
+        else:
+            stats += list(total / width)
+    return np.array(stats)
+
+
+def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:
+    """Into the space where a metric's noise is near symmetric: log for a positive metric (norms, KLs,
+    lognormal noise), Anscombe's arcsine for a mean of `trials` Bernoulli draws (whose spread is then
+    1 / (2 sqrt(trials)) whatever p), as is for the rest."""
+    if space == "log":
+        with np.errstate(divide="ignore"):  # tonight at 0 (or below) among positive nights: -inf
+            return np.log(np.maximum(values, 0.0))
+    if space == "binomial":
+        assert trials is not None
+        share = np.clip(values, 0.0, 1.0)
+        return np.arcsin(np.sqrt((share * trials + 0.375) / (trials + 0.75)))
+    return values
+
+
+def _binomial_scale(trials: int) -> float:
+    return 0.5 / math.sqrt(trials + 0.5)
+
+
+def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, FloatArray]:
     """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
-    OUTLIER_MADS robust scales clipped; never below the binomial spread of `trials`, never zero."""
+    OUTLIER_MADS robust scales clipped; never below `floor` (the binomial spread), never zero."""
     loc = np.median(history, axis=-1)
     mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
     reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
     clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
-    scale = clipped.std(axis=-1, ddof=1)
-    if trials is not None:
-        half = 0.5 / trials
-        p = np.clip(clipped.mean(axis=-1), half, 1.0 - half)
-        scale = np.maximum(scale, np.sqrt(p * (1.0 - p) / trials))
+    scale = np.maximum(clipped.std(axis=-1, ddof=1), floor)
     # A constant step: any change is a change, but of a size relative to its value, not a division by 0.
-    floor = np.maximum(np.abs(loc) * 1e-9, 1e-300)
-    return loc, np.maximum(scale, floor)
+    return loc, np.maximum(scale, np.maximum(np.abs(loc) * 1e-9, 1e-300))
 
 
 def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
