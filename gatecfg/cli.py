@@ -194,7 +194,8 @@ def build_parser() -> _Parser:
         type=_shift,
         help="also judge each night with a synthetic regression injected (never stored): `2sigma` (each "
         "step moved by 2 standard deviations of its window, in the gate's harmful direction), `-3sigma`, "
-        "`10%%` (of the window's mean); reports each gate's detection rate beside its false-alarm rate",
+        "`10%%` (of the window's mean); a sign picks the direction (`--inject=-3sigma`); reports each gate's "
+        "detection rate beside its false-alarm rate",
     )
     _db_option(p)
     p.add_argument("--format", choices=["text", "json"], default="text")

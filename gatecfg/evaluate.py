@@ -336,7 +336,7 @@ class GateVerdicts(Sequence[Verdict]):
             f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
         )
         plural = "s" * (self.failing != 1)
-        text = f"{self.failing} of {self.judged} steps outside their band (step{plural} {shown})"
+        text = f"{self.failing} of {self.judged} steps failing (step{plural} {shown})"
         if self.gate.tolerate:
             text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
         return f"{text}; worst: step {step_name(worst)} {worst.reason}"
@@ -503,9 +503,9 @@ class Ruled:
         )
         pct = "" if d.pct is None else f" ({d.pct:+.1f}%)"
         return (
-            f"{where} sit {d.distance:.2f} scales {'above' if d.direction == 'up' else 'below'} their "
-            f"baselines{pct}; a clean night passes {d.threshold:.2f} with probability "
-            f"{gate.false_alarm:g} (budget rule, {d.nights} past nights)"
+            f"{where} sit on average {d.distance:.2f} of their night-to-night scales "
+            f"{'above' if d.direction == 'up' else 'below'} their baselines{pct}; a clean night goes past "
+            f"{d.threshold:.2f} with probability {gate.false_alarm:g} (budget rule, {d.nights} past nights)"
         )
 
 

@@ -34,6 +34,9 @@ def render_markdown(report: RunReport) -> str:
         spread = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
         icon, metric = ICONS[result.status], _cell(gate.metric)
         lines.append(f"| {icon} | `{metric}` | {role(result)} | `{gate.steps_key}` | {spread} |")
+    why = [f"- {ICONS['fail']} `{_cell(r.gate.metric)}`: {_cell(r.why)}" for r in report.results if r.why]
+    if why:
+        lines += ["", "Why:", "", *why]
     needing: tuple[Status, ...] = ("fail", "error", "cold")
     attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:

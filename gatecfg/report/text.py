@@ -69,6 +69,10 @@ def render_text(report: RunReport) -> str:
             f"{gate.file}:{gate.line}",
         )
     console.print(table)
+    for result in report.results:
+        if result.why is not None:
+            # One line, however long: a person greps for it in a CI log.
+            console.print(f"{role(result).upper()} FAIL {result.gate.metric}: {result.why}", soft_wrap=True)
 
     for warning in report.warnings:
         console.print(f"WARNING re-key: {warning.message}")
