@@ -182,7 +182,7 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert "with probability 0.01 (budget rule, 20 past nights)" in why
     assert f"ENFORCED FAIL train/grad_norm: {why}" in text.out
     assert f"`train/grad_norm`: {why}" in markdown.out
-    assert f"::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
+    assert "::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
     assert why.replace("%", "%25") in github.out  # workflow commands escape %
 
 
@@ -202,12 +202,11 @@ def test_fewer_nights_than_the_rule_needs_are_cold(tmp_path: Path) -> None:
     gates = write_gates(tmp_path)
     db = f"sqlite:///{tmp_path / 'h.db'}"
     nights = clean_nights(MIN_NIGHTS, STEPS, seed=1)
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
     for night, values in enumerate(nights[:-1]):
-        run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record(tmp_path / "r.jsonl", values),
-                "--db", db, "--write", "--run-id", f"n{night}")  # fmt: skip
+        run_cli(*args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}")
 
-    result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record",
-                     record(tmp_path / "r.jsonl", nights[-1] * 10), "--db", db, "--format", "json")  # fmt: skip
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", nights[-1] * 10), "--format", "json")
 
     verdict = json.loads(result.out)["verdicts"][0]
     assert verdict["status"] == "cold"
