@@ -57,6 +57,7 @@ class Decision:
     that went furthest toward its threshold, fired or not, in units of the steps' scales."""
 
     failing: BoolArray
+    z: FloatArray  # each step's standardised distance from its baseline (harmful or not), unclipped
     loc: FloatArray
     scale: FloatArray
     direction: Literal["up", "down"]
@@ -166,6 +167,7 @@ class Null:
                 loc = self.loc
                 best = Decision(
                     failing=failing,
+                    z=z_now,
                     loc=loc,
                     scale=self.scale,
                     direction=side,

@@ -479,11 +479,11 @@ class Ruled:
         if k is None:
             return None
         d = self.decision
-        baseline = f"median={fmt(float(d.loc[k]))} of {d.nights} nights, scale {fmt(float(d.scale[k]))}"
+        baseline = f"{float(d.z[k]):+.2f} scales from median={fmt(float(d.loc[k]))} of {d.nights} nights"
         if not d.failing[k]:
-            return "pass", f"{baseline}: within the false-alarm budget"
+            return "pass", f"{baseline}; the gate's steps are within the false-alarm budget"
         return "fail", (
-            f"{baseline}: in the block that sits {d.distance:.2f} scales {d.direction} "
+            f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
             f"(threshold {d.threshold:.2f})"
         )
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gatecfg.band import fmt
 from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
-from gatecfg.report import RunReport, role, step_label
+from gatecfg.report import RunReport, band_label, role, step_label
 
 DETAIL_ROWS_PER_GATE = 10
 
@@ -46,7 +46,7 @@ def render_text(report: RunReport) -> str:
                     fmt(v.value) if v.value is not None else "-",
                     fmt(v.band.ref) if v.band.ref is not None else "-",
                     str(v.band.n),
-                    v.band.interval() if v.gate.constraint is not None and v.band.n else "-",
+                    band_label(v),
                     _pct(v),
                     # The columns already say why a band failed; other reasons need the words.
                     "" if v.status == "fail" and " vs mean=" in v.reason else v.reason,
