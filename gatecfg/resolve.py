@@ -411,6 +411,19 @@ class _Loader:
             )
             self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
             return None
+        constraint = values["constraint"]
+        if constraint is not None and constraint.budget is not None and values["tolerate"]:
+            in_file = "tolerate" in spec.model_fields_set
+            self.problems.append(
+                Problem(
+                    doc.location(("gates", metric, "tolerate") if in_file else ("gates", metric)),
+                    f"`tolerate: {values['tolerate']}` ({sources['tolerate']}) has no meaning for a budget "
+                    f"rule (`constraint` from {sources['constraint']}), which judges the steps together",
+                    dotted=f"gates.{metric}.tolerate",
+                    hint="a budget gate's failures per night are set by `false_alarm`; remove `tolerate`",
+                )
+            )
+            return None
         if _tolerates_everything(values["steps"], values["tolerate"]):
             in_file = "tolerate" in spec.model_fields_set
             shown = values["steps"] if values["steps"] == "last" else list(values["steps"])

@@ -113,6 +113,23 @@ def test_budget_beside_band_keys_is_an_error_that_says_to_write_it_alone(tmp_pat
     assert "gates.train/grad_norm.constraint: `budget` replaces the band: write it alone" in result.out
 
 
+def test_tolerate_on_a_budget_gate_is_an_error_naming_both_sources(tmp_path: Path) -> None:
+    gates = write_gates(tmp_path)
+    (gates / "t.yaml").write_text(
+        f"test: {TEST}\ngates:\n  train/grad_norm:\n    tolerate: 2\n", encoding="utf-8"
+    )
+
+    result = run_cli("lint", gates)
+
+    assert result.code == 2
+    assert "t.yaml:4:15: error: gates.train/grad_norm.tolerate: `tolerate: 2`" in result.out
+    assert "has no meaning for a budget rule (`constraint` from " in result.out
+    assert "base.yaml:5), which judges the steps together" in result.out
+    assert (
+        "hint: a budget gate's failures per night are set by `false_alarm`; remove `tolerate`" in result.out
+    )
+
+
 def test_changing_false_alarm_keeps_the_coordinate(tmp_path: Path) -> None:
     gates = write_gates(tmp_path)
     before = json.loads(run_cli("resolve", "--gates", gates, "--format", "json").out)
