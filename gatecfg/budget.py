@@ -24,6 +24,7 @@ furthest past its threshold (relative to the distance from its centre to its thr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -52,9 +53,10 @@ MAD_TO_SD = 1.4826
 
 @dataclass(frozen=True)
 class Decision:
-    """The night's outcome. `failing` marks the steps of the statistic that fired (all False on a pass);
-    `loc`/`scale` are each step's baseline location and scale; the other fields describe the statistic
-    that went furthest toward its threshold, fired or not, in units of the steps' scales."""
+    """The night's outcome. `failing` marks the steps of every block statistic that fired, or all steps
+    when only the mean over all of them did (all False on a pass); `loc`/`scale` are each step's baseline
+    location and scale; the other fields describe the statistic that went furthest toward its threshold,
+    fired or not, in units of the steps' scales."""
 
     failing: BoolArray
     z: FloatArray  # each step's standardised distance from its baseline (harmful or not), unclipped
@@ -153,17 +155,19 @@ class Null:
         m = len(values)
         z_now = (_transform(values, self.space, self.trials) - self.centre) / self.scale
         best: Decision | None = None
+        # The steps reported failing: those of every block that fired (a sustained shift alone: all).
+        failing = np.zeros(m, bool)
         for side, null in self.sides:
             now = np.clip(null.sign * z_now, -self.clip, self.clip)
             stats = _statistics(now[:, None], self.starts, self.width)[:, 0]
             # How far each statistic went toward its threshold: 1 at the threshold.
             severity = (stats - null.centres) / (null.thresholds - null.centres)
+            fired = np.flatnonzero(severity > 1.0)
+            for first, last in [null.ranges[k] for k in fired if k > 0] or [null.ranges[k] for k in fired]:
+                failing[first : last + 1] = True
             k = int(np.argmax(severity))
             if best is None or severity[k] > best.severity:
                 first, last = null.ranges[k]
-                failing = np.zeros(m, bool)
-                if severity[k] > 1.0:
-                    failing[first : last + 1] = True
                 loc = self.loc
                 best = Decision(
                     failing=failing,
@@ -180,7 +184,7 @@ class Null:
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
                 )
         assert best is not None  # at least the mean over all steps in one direction
-        return best
+        return dataclasses.replace(best, failing=failing)
 
 
 def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:

@@ -489,24 +489,27 @@ class Ruled:
 
     def why(self, gate: ResolvedGate, selection: Selection) -> str:
         d = self.decision
-        first = selection.steps[int(self.judged[d.first])]
-        last = selection.steps[int(self.judged[d.last])]
-        count = d.last - d.first + 1
-        where = (
-            f"all {count} judged steps"
-            if count == len(self.judged) and count > 1
-            else (
-                f"step {_name(first)}"
-                if count == 1
-                else f"steps {_name(first)}-{_name(last)} ({count} of {len(self.judged)})"
-            )
-        )
+        judged = len(self.judged)
+        moved = np.flatnonzero(d.failing)
+        strongest = self._steps(selection, d.first, d.last)
+        where = "all" if len(moved) == judged else self._steps(selection, int(moved[0]), int(moved[-1]))
         pct = "" if d.pct is None else f" ({d.pct:+.1f}%)"
+        one = d.first == d.last
+        sits, their = ("sits", "its") if one else ("sit on average", "their")
+        above = "above" if d.direction == "up" else "below"
         return (
-            f"{where} sit on average {d.distance:.2f} of their night-to-night scales "
-            f"{'above' if d.direction == 'up' else 'below'} their baselines{pct}; a clean night goes past "
-            f"{d.threshold:.2f} with probability {gate.false_alarm:g} (budget rule, {d.nights} past nights)"
+            f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} "
+            f"{d.distance:.2f} of {their} night-to-night scales {above} baseline{pct}, where a clean night "
+            f"goes past {d.threshold:.2f} with probability {gate.false_alarm:g} "
+            f"(budget rule, {d.nights} past nights)"
         )
+
+    def _steps(self, selection: Selection, first: int, last: int) -> str:
+        """Judged steps first..last as logged steps: `step 7`, `steps 40-49`, `all 100 steps`."""
+        if first == 0 and last == len(self.judged) - 1 and last > 0:
+            return f"all {last + 1} steps"
+        low, high = (_name(selection.steps[int(self.judged[i])]) for i in (first, last))
+        return f"step {low}" if first == last else f"steps {low}-{high}"
 
 
 # Status codes of the bulk arithmetic, and a close call that `judge` decides.

@@ -160,8 +160,11 @@ class Constraint(_Model):
         if self.budget is not None and len(written) > 1:
             raise PydanticCustomError(
                 "constraint_budget",
-                "`budget` replaces the band: write it alone (`{{budget: {budget}}}`), without {others}",
-                {"budget": self.budget, "others": ", ".join(sorted(k for k in written if k != "budget"))},
+                "`budget` replaces the band: write it alone (`{alone}`), without {others}",
+                {
+                    "alone": f"{{budget: {self.budget}}}",
+                    "others": ", ".join(sorted(k for k in written if k != "budget")),
+                },
             )
         if not written:
             raise PydanticCustomError(

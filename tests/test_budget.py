@@ -194,9 +194,11 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     [gate] = json.loads(as_json.out)["gates"]
     why = gate["why"]
     assert gate["status"] == "fail"
-    assert why.startswith(f"all {STEPS} judged steps sit ")
-    assert "of their night-to-night scales above their baselines" in why
-    assert "with probability 0.01 (budget rule, 20 past nights)" in why
+    assert why.startswith(f"{STEPS} of {STEPS} steps moved up (all); all {STEPS} steps sit on average ")
+    assert "of their night-to-night scales above baseline (+" in why
+    assert why.endswith(
+        "where a clean night goes past 0.96 with probability 0.01 (budget rule, 20 past nights)"
+    )
     assert f"ENFORCED FAIL train/grad_norm: {why}" in text.out
     assert f"`train/grad_norm`: {why}" in markdown.out
     assert "::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
