@@ -400,10 +400,11 @@ def _statuses(
     ruled = None
     if gate.constraint is None:
         codes[open_] = _CODE["pass"]
-    elif gate.constraint.budget is not None:
+    else:
         cold = open_ & (sizes < needed_history(gate, policy))
         codes[cold] = _CODE["cold"]
         open_ &= ~cold
+    if gate.constraint is not None and gate.constraint.budget is not None:
         if window is not None and open_.any():
             ruled = Ruled.of(
                 gate,
@@ -415,10 +416,7 @@ def _statuses(
                 sizes=sizes,
             )
             codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
-    else:
-        cold = open_ & (sizes < needed_history(gate, policy))
-        codes[cold] = _CODE["cold"]
-        open_ &= ~cold
+    elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always).
         for size in np.unique(sizes[open_]).tolist():
             if window is None or size > BULK_MAX_WINDOW:
@@ -466,12 +464,13 @@ class Ruled:
         return cls(decision, judged, {int(i): k for k, i in enumerate(judged.tolist())})
 
     def band(self, index: int) -> Band | None:
-        """The step's baseline as reports show it: the median of its window, and its scale."""
+        """The step's baseline as reports show it: the median of its window (no edges: the rule judges
+        the steps together)."""
         k = self.position.get(index)
         if k is None:
             return None
         d = self.decision
-        return Band(tidy(float(d.loc[k])), d.nights, None, None, tidy(float(d.scale[k])))
+        return Band(tidy(float(d.loc[k])), d.nights, None, None)
 
     def step(self, index: int) -> tuple[Status, str] | None:
         """The status and reason of the index-th selected step, when the rule judged it."""
