@@ -51,9 +51,9 @@ import numpy as np
 from scipy.special import stdtrit
 
 from gatecfg.budget import Direction, Null
-from gatecfg.evaluate import evaluate
 from gatecfg.resolve import Policy, ResolvedGate, load_tree
 from gatecfg.select import Selection
+from gatecfg.verdicts import evaluate
 from gatecfg.windows import Baselines, Window
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,14 +21,7 @@ def lint(
 ) -> int:
     """Problems of the gate files; with `db` and `max_false_alarm`, also a warning for every gate whose
     estimated false-alarm rate on that history is above the budget (warnings keep exit 0)."""
-    problems: list[Problem] = []
-    checked = 0
-    tests: list[ResolvedTest] = []
-    for root, files in _roots(paths, gates):
-        tree = load_tree(root)
-        checked += sum(_selected(f, files) for f in tree.files)
-        problems.extend(p for p in tree.problems if _selected(p.location.path, files))
-        tests += [t for t in tree.tests.values() if _selected(t.file, files)]
+    problems, checked, tests = _check(paths, gates)
     if db is not None and max_false_alarm is not None:
         problems += _over_budget(tests, db, max_false_alarm, labels or {})
     output = format_problems(problems, fmt)
@@ -42,6 +35,24 @@ def lint(
         summary = f"gatecfg lint: {counted} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
+
+
+def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
+    """The problems of the gate files `paths` select (all under `gates` when none): what `gatecfg.lint`
+    returns and the command prints."""
+    return _check(paths, gates)[0]
+
+
+def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], int, list[ResolvedTest]]:
+    problems: list[Problem] = []
+    checked = 0
+    tests: list[ResolvedTest] = []
+    for root, files in _roots(paths, gates):
+        tree = load_tree(root)
+        checked += sum(_selected(f, files) for f in tree.files)
+        problems.extend(p for p in tree.problems if _selected(p.location.path, files))
+        tests += [t for t in tree.tests.values() if _selected(t.file, files)]
+    return problems, checked, tests
 
 
 def _over_budget(

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
 from gatecfg.report import RunReport, band_label, role, step_label
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
 DETAIL_ROWS_PER_GATE = 10
 
