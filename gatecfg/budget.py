@@ -4,13 +4,14 @@ probability at most `false_alarm`, however many steps it judges and however they
 One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
 
 1. Standardise every step by its own window: `z = (value - median) / scale`, the scale a standard
-   deviation of the window with values beyond 5 MADs clipped (a spike in the window does not widen it),
-   never below the binomial spread `sqrt(p (1 - p) / trials)` when the gate declares `trials`. Each z is
-   clipped to +-3 when the gate judges more than one step, so that a single-step spike moves a statistic
-   by a bounded amount and rare spikes do not fire.
+   deviation of the window with values beyond 5 MADs clipped (a spike in the window does not widen it).
+   The space: Anscombe's arcsine for a mean of `trials` Bernoulli draws (the binomial spread a floor),
+   log for a positive metric whose window is more symmetric there, else the metric's own units. With
+   more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
-   steps (a sustained shift) and the mean z over each contiguous block of 10% of the steps, at half-block
-   strides (a shift confined to part of the run).
+   steps (a sustained shift) and the mean z over each contiguous block of 10% of the steps at half-block
+   strides, without the block's largest z (a shift confined to part of the run, which one spiking step
+   cannot imitate).
 3. Take each statistic's null distribution from the window's own nights, leave-one-out: every past night
    is standardised by the other nights exactly as tonight is by all of them. Correlation between steps
    (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
@@ -18,8 +19,9 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
    over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
 
-A night fails when any statistic does; the steps reported as failing are those of the statistic that went
-furthest past its threshold (relative to the distance from its centre to its threshold).
+A night fails when any statistic does. The steps reported failing are those of every block that fired
+(all of them when only the mean did); the statistic described is the one that went furthest toward its
+threshold.
 """
 
 from __future__ import annotations
@@ -39,9 +41,7 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
-CLIP_Z = 5.0
-DROP_LARGEST = True
-DROP_MIN_WIDTH = 1  # one step moves a many-step statistic by at most this many of its scales
+CLIP_Z = 5.0  # one step moves a many-step statistic by at most this many of its scales
 OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 ALL_SHARE = 0.5  # the share of the budget spent on the mean over all steps (the rest on the blocks)
@@ -120,7 +120,7 @@ class Null:
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
         m, n = history.shape
-        space: Space = "binomial" if trials is not None else "log" if (history > 0).all() else "linear"
+        space: Space = "binomial" if trials is not None else _space(history)
         raw_loc = np.median(history, axis=-1)
         history = _transform(history, space, trials)
         floor = _binomial_scale(trials) if trials is not None else 0.0
@@ -194,7 +194,7 @@ def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> Flo
     if len(starts):
         sums = np.vstack([np.zeros((1, z.shape[1])), np.cumsum(z, axis=0)])
         total = sums[starts + width] - sums[starts]
-        if width > DROP_MIN_WIDTH and DROP_LARGEST:
+        if width > 1:
             largest = np.max([z[starts + k] for k in range(width)], axis=0)
             stats += list((total - largest) / (width - 1))
         else:
@@ -214,6 +214,22 @@ def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArr
         share = np.clip(values, 0.0, 1.0)
         return np.arcsin(np.sqrt((share * trials + 0.375) / (trials + 0.75)))
     return values
+
+
+def _space(history: FloatArray) -> Space:
+    """Log space for a positive metric whose window is more symmetric there (norms, KLs: right-skewed),
+    else the metric's own units (a bounded reward near 0.5 is symmetric as it is, and skewed in logs)."""
+    if not (history > 0).all():
+        return "linear"
+    return "log" if abs(_skew(np.log(history))) < abs(_skew(history)) else "linear"
+
+
+def _skew(history: FloatArray) -> float:
+    """The pooled skewness of the steps' standardised values (each clipped to +-OUTLIER_MADS, so that one
+    spike does not decide it)."""
+    loc, scale = _location_scale(history, 0.0)
+    z = np.clip((history - loc[:, None]) / scale[:, None], -OUTLIER_MADS, OUTLIER_MADS)
+    return float(np.mean(z**3))
 
 
 def _binomial_scale(trials: int) -> float:
