@@ -152,7 +152,15 @@ class Constraint(_Model):
     sigma_up: OptionalNonNegative = None
     sigma_down: OptionalNonNegative = None
     # The false-alarm budget rule (gatecfg/budget.py) in these harmful directions, instead of a band.
-    budget: Annotated[Direction | None, NotNull, NotNullSchema] = None
+    budget: Annotated[
+        Direction | None,
+        NotNull,
+        NotNullSchema,
+        Field(
+            description="The false-alarm budget rule instead of a band: the harmful directions (up, down "
+            "or both). Written alone; fails a clean night with probability policy.false_alarm."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _one_side(self) -> Constraint:
