@@ -35,6 +35,7 @@ def evaluate(
     series: Mapping[str, str] | None = None,
     branch: str | None = None,
     url: str | None = None,
+    write_override: str | None = None,
 ) -> RunReport:
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
 
@@ -42,6 +43,8 @@ def evaluate(
     supported format). `db` defaults to `$GATECFG_DB_URL`, else `.gatecfg/history.db`; a bare path is a
     SQLite file. With `write`, the run is stored (the nightly). Provenance not given is read from the CI
     environment, as the CLI does; `GATECFG_ENFORCE=0` turns enforced gates into shadow gates here too.
+    A write the base file's `policy.write` refuses for this CI job raises `InputError`, unless
+    `write_override` gives the reason it is written anyway (stored with the run).
 
     Raises `GateFileError` (invalid gate files, or none for `test`), `RecordError` (invalid metrics),
     `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
@@ -63,6 +66,7 @@ def evaluate(
             branch=branch,
             url=url,
             enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+            write_override=write_override,
         )
     )
 

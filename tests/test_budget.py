@@ -4,6 +4,7 @@ language and the key, and end to end through evaluate and backtest."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from helpers import run_cli
 
 from gatecfg.budget import MIN_NIGHTS, decide
+from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
 
@@ -164,8 +166,9 @@ def record(path: Path, values: np.ndarray) -> Path:
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> tuple[Path, str, np.ndarray]:
-    """NIGHTS clean nightlies written through `evaluate --write`, and the gates that judged them."""
-    gates = write_gates(tmp_path)
+    """NIGHTS clean nightlies written through `evaluate --write` by a shadow gate (a clean night may be
+    one of the 1% it fails), and the same gate enforced (`enforce` is not part of the key)."""
+    gates = write_gates(tmp_path, enforce=False)
     db = f"sqlite:///{tmp_path / 'h.db'}"
     nights = clean_nights(NIGHTS, STEPS, seed=11)
     for night, values in enumerate(nights):
@@ -174,7 +177,7 @@ def seeded(tmp_path: Path) -> tuple[Path, str, np.ndarray]:
             "--db", db, "--write", "--run-id", f"night-{night:02d}", "--commit", f"c{night:02d}",
         )  # fmt: skip
         assert result.code == 0, result.out + result.err
-    return gates, db, nights
+    return write_gates(tmp_path, enforce=True), db, nights
 
 
 def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
@@ -196,11 +199,12 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert gate["status"] == "fail"
     assert why.startswith(f"{STEPS} of {STEPS} steps moved up (all); all {STEPS} steps sit on average ")
     assert "of their night-to-night scales above baseline (+" in why
-    assert why.endswith(
-        "where a clean night goes past 0.96 with probability 0.01 (budget rule, 20 past nights)"
+    assert re.search(
+        r"where a clean night goes past \d+\.\d\d with probability 0\.01 \(budget rule, 20 past nights\)$",
+        why,
     )
     assert f"ENFORCED FAIL train/grad_norm: {why}" in text.out
-    assert f"`train/grad_norm`: {why}" in markdown.out
+    assert f"`train/grad_norm`: {markdown_text(why)}" in markdown.out
     assert "::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
     assert why.replace("%", "%25") in github.out  # workflow commands escape %
 
@@ -242,7 +246,8 @@ def test_backtest_of_clean_history_stays_under_budget_and_sees_an_injected_shift
     assert result.code == 0, result.err
     [row] = [r for r in json.loads(result.out)["gates"] if r["step"] is None]
     assert row["judged"] == NIGHTS - MIN_NIGHTS
-    assert row["failures"] == 0
+    # 1% of 19 clean nights: one failure happens (17%), two would be a 1-in-60 draw.
+    assert row["failures"] <= 1
     assert row["estimate"]["method"] == "budget"
     assert row["estimate"]["probability"] == 0.01
     injected = row["injected"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,10 +45,12 @@ def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
 
 
 def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], int, list[ResolvedTest]]:
-    problems: list[Problem] = []
+    problems: list[Problem] = [p for path in paths if (p := _not_lintable(path)) is not None]
+    lintable = [path for path in paths if _not_lintable(path) is None]
     checked = 0
     tests: list[ResolvedTest] = []
-    for root, files in _roots(paths, gates):
+    # Paths given, none of them lintable: their problems are the answer, not the whole --gates tree.
+    for root, files in _roots(lintable, gates) if lintable or not paths else []:
         tree = load_tree(root)
         checked += sum(_selected(f, files) for f in tree.files)
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
@@ -111,6 +114,28 @@ def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | No
         elif selection is not None:
             selection.add(str(full))
     return list(groups.items())
+
+
+def _not_lintable(path: Path) -> Problem | None:
+    """A path given on the command line that names no gate file nor folder: an error, not "0 errors"."""
+    shown = str(path)
+    try:
+        if path.is_dir():
+            return None
+        if path.is_symlink() and not path.exists():
+            return Problem(Location(shown), f"is a link to {os.readlink(path)}, which does not exist")
+        if not path.exists():
+            return Problem(Location(shown), "no such file or folder")
+        if path.suffix not in (".yaml", ".yml"):
+            return Problem(
+                Location(shown),
+                "is not a YAML file (.yaml or .yml)",
+                hint="pass gate files, base files or the folders that hold them",
+            )
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return Problem(Location(shown), f"cannot read it: {reason}")
+    return None
 
 
 def _selected(shown: str, files: set[str] | None) -> bool:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
+from gatecfg.escape import terminal
 from gatecfg.report import RunReport, band_label, role, step_label
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
@@ -22,11 +23,15 @@ def _pct(v: Verdict) -> str:
 
 
 def render_text(report: RunReport) -> str:
-    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+    # markup=False: a name holding `[bold]` or `[/]` is text, not rich markup; `terminal` shows the
+    # control characters of names, run ids and reasons instead of sending them to the terminal.
+    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False, markup=False)
     run = report.run
-    console.print(f"gatecfg evaluate: {report.test}  ({report.gate_file})")
+    console.print(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
-    console.print(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
+    console.print(
+        terminal(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
+    )
     if report.enforce_disabled:
         console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
 
@@ -36,7 +41,7 @@ def render_text(report: RunReport) -> str:
         for column in ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason"):
             table.add_column(column, overflow="fold")
         for result, shown, more in attention:
-            metric = result.gate.metric
+            metric = terminal(result.gate.metric)
             for v in shown:
                 table.add_row(
                     v.status.upper() + (" (tolerated)" if v.tolerated else ""),
@@ -49,7 +54,7 @@ def render_text(report: RunReport) -> str:
                     band_label(v),
                     _pct(v),
                     # The columns already say why a band failed; other reasons need the words.
-                    "" if v.status == "fail" and " vs mean=" in v.reason else v.reason,
+                    "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
                 )
             if more:
                 table.add_row("", "", metric, f"+{more} more", *[""] * 6)
@@ -63,22 +68,23 @@ def render_text(report: RunReport) -> str:
         table.add_row(
             result.status.upper(),
             role(result),
-            gate.metric,
+            terminal(gate.metric),
             gate.steps_key,
             _spread(result),
-            f"{gate.file}:{gate.line}",
+            terminal(f"{gate.file}:{gate.line}"),
         )
     console.print(table)
     for result in report.results:
         if result.why is not None:
             # One line, however long: a person greps for it in a CI log.
-            console.print(f"{role(result).upper()} FAIL {result.gate.metric}: {result.why}", soft_wrap=True)
+            line = f"{role(result).upper()} FAIL {terminal(result.gate.metric)}: {terminal(result.why)}"
+            console.print(line, soft_wrap=True)
 
     for warning in report.warnings:
-        console.print(f"WARNING re-key: {warning.message}")
+        console.print(terminal(f"WARNING re-key: {warning.message}"))
     for note in report.notes:
-        console.print(note)
-    console.print(_verdict_line(report))
+        console.print(terminal(note))
+    console.print(terminal(_verdict_line(report)))
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
 
