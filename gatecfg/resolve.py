@@ -456,30 +456,16 @@ class _Loader:
             )
             self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
             return None
-        constraint = values["constraint"]
-        if constraint is not None and constraint.budget is not None and values["tolerate"]:
+        wrong = _tolerate_problem(values, sources)
+        if wrong is not None:
             in_file = "tolerate" in spec.model_fields_set
+            message, hint = wrong
             self.problems.append(
                 Problem(
                     doc.location(("gates", metric, "tolerate") if in_file else ("gates", metric)),
-                    f"`tolerate: {values['tolerate']}` ({sources['tolerate']}) has no meaning for a budget "
-                    f"rule (`constraint` from {sources['constraint']}), which judges the steps together",
+                    message,
                     dotted=f"gates.{metric}.tolerate",
-                    hint="a budget gate's failures per night are set by `false_alarm`; remove `tolerate`",
-                )
-            )
-            return None
-        if _tolerates_everything(values["steps"], values["tolerate"]):
-            in_file = "tolerate" in spec.model_fields_set
-            shown = values["steps"] if values["steps"] == "last" else list(values["steps"])
-            self.problems.append(
-                Problem(
-                    doc.location(("gates", metric, "tolerate") if in_file else ("gates", metric)),
-                    f"`tolerate: {values['tolerate']}` ({sources['tolerate']}) lets every step of "
-                    f"`steps: {shown}` fail, so the gate could never fail",
-                    dotted=f"gates.{metric}.tolerate",
-                    hint="tolerate counts failing steps of a many-step gate (`steps: all`); "
-                    "write `tolerate: 0` here, or `constraint: null` to track the metric without gating it",
+                    hint=hint,
                 )
             )
             return None
@@ -535,6 +521,26 @@ def _rule_applies(rule: Rule, relative: str, gates: list[ResolvedGate]) -> bool:
     if rule.under is not None and not fnmatch.fnmatch(relative, rule.under):
         return False
     return rule.when == "always" or any(g.gated for g in gates)
+
+
+def _tolerate_problem(values: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[str, str] | None:
+    """What is wrong with a gate's `tolerate`, as (message, hint), or None."""
+    tolerate, constraint, steps = values["tolerate"], values["constraint"], values["steps"]
+    if tolerate and constraint is not None and constraint.budget is not None:
+        return (
+            f"`tolerate: {tolerate}` ({sources['tolerate']}) has no meaning for a budget rule (`constraint` "
+            f"from {sources['constraint']}), which judges the steps together",
+            "a budget gate's failures per night are set by `false_alarm`; remove `tolerate`",
+        )
+    if _tolerates_everything(steps, tolerate):
+        shown = steps if steps == "last" else list(steps)
+        return (
+            f"`tolerate: {tolerate}` ({sources['tolerate']}) lets every step of `steps: {shown}` fail, so "
+            "the gate could never fail",
+            "tolerate counts failing steps of a many-step gate (`steps: all`); write `tolerate: 0` here, or "
+            "`constraint: null` to track the metric without gating it",
+        )
+    return None
 
 
 def _tolerates_everything(steps: Steps, tolerate: int | float) -> bool:
