@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
 import numpy as np
@@ -61,10 +61,8 @@ def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str 
         )
         .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
         .join(runs, runs.c.pk == run_coordinates.c.run_pk)
-        .where(coordinates.c.coordinate.in_(hashes), qualifies(baseline))
+        .where(coordinates.c.coordinate.in_(hashes), *_run_criteria(baseline, exclude_run_id))
     )
-    if exclude_run_id is not None:
-        query = query.where(runs.c.run_id != exclude_run_id)
     return query.cte("ranked")
 
 
@@ -80,6 +78,42 @@ def points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
 def _window_values(
     conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
 ) -> dict[str, Window]:
+    if conn.dialect.name == "postgresql":
+        windows, beyond_window, irregular = _newest_runs(conn, hashes, window, baseline, exclude_run_id)
+    else:
+        windows, beyond_window, irregular = _ranked_windows(conn, hashes, window, baseline, exclude_run_id)
+    found = _window_points(conn, windows)
+    # Coordinates that need older runs, grouped by the steps to read there (None: every step).
+    groups: dict[frozenset[int] | None, list[str]] = {}
+    for coordinate in beyond_window:
+        have = found[coordinate]
+        counts = zip(have.steps, have.counts.tolist(), strict=True)
+        short = frozenset(step for step, n in counts if n < window)
+        if coordinate in irregular or short:
+            groups.setdefault(None if coordinate in irregular else short, []).append(coordinate)
+    for steps, group in groups.items():
+        older = _older_values(
+            conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+        )
+        for coordinate, older_by_step in older.items():
+            extended = found[coordinate].as_lists()
+            for step, values in older_by_step.items():
+                kept = extended.setdefault(step, [])
+                kept.extend(values[: window - len(kept)])
+            found[coordinate] = _window_of(extended)
+    return found
+
+
+# (windows, coordinates with qualifying runs beyond the window, those of them whose older runs hold a set of
+# steps that no run inside the window does, so a step may be missing from the window entirely)
+WindowRuns = tuple[dict[str, "_Window"], list[str], set[str]]
+
+
+def _ranked_windows(
+    conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
+) -> WindowRuns:
+    """The window's runs by ranking every qualifying run of each coordinate: one statement, its cost
+    proportional to the coordinates' history (SQLite, which has no LATERAL)."""
     ranked = _ranked_runs(hashes, baseline, exclude_run_id)
     digests = (
         sa.select(
@@ -92,7 +126,7 @@ def _window_values(
         .subquery("digests")
     )
     # newest_new_digest > window: some run beyond the window stored a set of steps that no run inside it
-    # did, so a step may be missing from the window entirely.
+    # did.
     summary = (
         sa.select(
             digests.c.coordinate_pk,
@@ -130,26 +164,80 @@ def _window_values(
             if n_runs > window and newest_new_digest > window:
                 irregular.add(coordinate)
         found_window.runs.append((run_pk, digest))
-    found = _window_points(conn, windows)
-    # Coordinates that need older runs, grouped by the steps to read there (None: every step).
-    groups: dict[frozenset[int] | None, list[str]] = {}
-    for coordinate in beyond_window:
-        have = found[coordinate]
-        counts = zip(have.steps, have.counts.tolist(), strict=True)
-        short = frozenset(step for step, n in counts if n < window)
-        if coordinate in irregular or short:
-            groups.setdefault(None if coordinate in irregular else short, []).append(coordinate)
-    for steps, group in groups.items():
-        older = _older_values(
-            conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
+    return windows, beyond_window, irregular
+
+
+def _newest_runs(
+    conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
+) -> WindowRuns:
+    """The window's runs through a LATERAL join: per coordinate, the newest `window` + 1 qualifying runs,
+    walked newest first on the index of runs by (series_key, created_at) and stopped there, so the cost
+    does not grow with history (at 80M values, 2,000 runs per coordinate: 0.012 s against 0.16-0.34 s for
+    ranking them all). A run's coordinates share its series key (Store.write_run checks it), which is what
+    lets the walk start from the coordinate. The one run past the window says whether older runs exist;
+    a second statement, for those coordinates only, asks whether any of them stored a set of steps that
+    the window's runs did not."""
+    newest_first = sa.func.row_number().over(order_by=NEWEST_FIRST)
+    newest = (
+        sa.select(run_coordinates.c.run_pk, run_coordinates.c.steps_digest, newest_first.label("rn"))
+        .select_from(
+            runs.join(
+                run_coordinates,
+                sa.and_(
+                    run_coordinates.c.run_pk == runs.c.pk,
+                    run_coordinates.c.coordinate_pk == coordinates.c.pk,
+                ),
+            )
         )
-        for coordinate, older_by_step in older.items():
-            extended = found[coordinate].as_lists()
-            for step, values in older_by_step.items():
-                kept = extended.setdefault(step, [])
-                kept.extend(values[: window - len(kept)])
-            found[coordinate] = _window_of(extended)
-    return found
+        .where(runs.c.series_key == coordinates.c.series_key, *_run_criteria(baseline, exclude_run_id))
+        .order_by(*NEWEST_FIRST)
+        .limit(window + 1)
+        .lateral("newest")
+    )
+    query = (
+        sa.select(coordinates.c.coordinate, coordinates.c.pk, newest.c.run_pk, newest.c.steps_digest)
+        .select_from(coordinates.join(newest, sa.true()))
+        .where(coordinates.c.coordinate.in_(hashes))
+        .order_by(coordinates.c.pk, newest.c.rn)
+    )
+    windows: dict[str, _Window] = {}
+    for coordinate, coordinate_pk, run_pk, digest in conn.execute(query):
+        windows.setdefault(coordinate, _Window(coordinate_pk, [])).runs.append((run_pk, digest))
+    beyond_window = [coordinate for coordinate, w in windows.items() if len(w.runs) > window]
+    for coordinate in beyond_window:
+        del windows[coordinate].runs[window:]
+    if not beyond_window:
+        return windows, beyond_window, set()
+    pk_of = {windows[coordinate].coordinate_pk: coordinate for coordinate in beyond_window}
+    other_steps = (
+        sa.select(run_coordinates.c.coordinate_pk)
+        .distinct()
+        .select_from(run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk))
+        .where(
+            sa.or_(*(_other_digests(windows[coordinate]) for coordinate in beyond_window)),
+            *_run_criteria(baseline, exclude_run_id),
+        )
+    )
+    irregular = {pk_of[coordinate_pk] for (coordinate_pk,) in conn.execute(other_steps)}
+    return windows, beyond_window, irregular
+
+
+def _other_digests(window_runs: _Window) -> sa.ColumnElement[bool]:
+    """Rows of the coordinate whose digest is none of its window's: the ranges below, between and above
+    the window's digests, which the (coordinate_pk, steps_digest) index seeks (nearly always two empty
+    ranges around the one digest)."""
+    digest = run_coordinates.c.steps_digest
+    inside = sorted({d for _, d in window_runs.runs})
+    gaps = [digest < inside[0], digest > inside[-1]]
+    gaps += [sa.and_(digest > low, digest < high) for low, high in pairwise(inside)]
+    return sa.and_(run_coordinates.c.coordinate_pk == window_runs.coordinate_pk, sa.or_(*gaps))
+
+
+def _run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
+    criteria = [qualifies(baseline)]
+    if exclude_run_id is not None:
+        criteria.append(runs.c.run_id != exclude_run_id)
+    return criteria
 
 
 @dataclass(frozen=True)

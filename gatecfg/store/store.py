@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # The newest migration in MIGRATIONS (a test holds the two together) and the table Alembic records it in.
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 VERSION_TABLE = "alembic_version"
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # Serialises concurrent `db upgrade`s on one PostgreSQL database (any constant shared by all gatecfgs).

@@ -99,6 +99,7 @@ run_coordinates = sa.Table(
     sa.Column("n_values", sa.Integer, nullable=False),
     sa.Column("steps_digest", sa.Text, nullable=False),
     sa.Index(None, "run_pk"),
+    sa.Index(None, "coordinate_pk", "steps_digest"),
     sqlite_with_rowid=False,
 )
 
