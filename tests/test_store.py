@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import random
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -446,6 +448,52 @@ def test_excluded_run_id_is_left_out_of_baselines(store: Store) -> None:
     found = store.baselines([REWARD.coordinate], window=2, exclude_run_id="nightly-3")
 
     assert found == {(REWARD.coordinate, 0): [2.0, 1.0]}
+
+
+def test_baselines_equal_a_plain_reading_of_random_histories(store: Store) -> None:
+    """Windows over histories whose runs store different sets of steps (several digests per coordinate, in
+    and beyond the window), with untrusted, trust-overridden, excluded and NaN-valued runs in between."""
+    rng = random.Random(15)
+    patterns = [{0: 0, 1: 0, 2: 0}, {0: 0, 2: 0}, {1: 0, 3: 0}, {0: 0, 1: 0, 2: 0, 3: 0}]
+    specs = [dataclasses.replace(REWARD, coordinate=f"rand{i:08d}", metric=f"m{i}") for i in range(6)]
+    history: list[tuple[str, bool, dict[str, dict[int, float]]]] = []  # newest last
+    for day in range(16):
+        trusted = rng.random() < 0.7
+        by_spec = {}
+        for n, spec in enumerate(specs):
+            # Coordinate n keeps to pattern n % 4 for its newest runs, so older runs hold other digests.
+            steps = patterns[n % 4] if day > 10 else rng.choice(patterns)
+            by_spec[spec.coordinate] = {
+                step: math.nan if rng.random() < 0.1 else float(day * 10 + step) for step in steps
+            }
+        run_id = f"d{day}"
+        store.write_run(
+            run_info(run_id, day=day, gate_trusted=trusted),
+            {spec: points(by_spec[spec.coordinate]) for spec in specs},
+        )
+        if rng.random() < 0.15:
+            trusted = not trusted
+            store.set_trust(trusted=trusted, run_id=run_id, reason="test")
+        history.append((run_id, trusted, by_spec))
+
+    for window in (1, 2, 3, 5):
+        for excluded in (None, "d15", "d9"):
+            expected: dict[tuple[str, int], list[float]] = {}
+            for run_id, trusted, by_spec in reversed(history):
+                if not trusted or run_id == excluded:
+                    continue
+                for coordinate, values in by_spec.items():
+                    for step, value in values.items():
+                        kept = expected.setdefault((coordinate, step), [])
+                        if math.isfinite(value) and len(kept) < window:
+                            kept.append(value)
+            expected = {key: values for key, values in expected.items() if values}
+
+            found = store.baselines(
+                [spec.coordinate for spec in specs], window=window, exclude_run_id=excluded
+            )
+
+            assert found == expected, (window, excluded)
 
 
 def test_coordinates_for_counts_the_history_under_each_key(store: Store) -> None:
