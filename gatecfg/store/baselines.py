@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from gatecfg.store.engine import chunks, driver_rows
@@ -357,6 +358,33 @@ def _points_rows(
     pairs = list(pairs)
     if not pairs:
         return []
+    if conn.dialect.name == "postgresql":
+        # Two arrays, one parameter each: one compiled and planned form whatever the number of pairs, a
+        # nested loop over metric_points' primary key (an IN list of row values plans a bitmap scan per
+        # pair).
+        chosen = (
+            sa.func.unnest(
+                sa.bindparam("coordinate_pks", [pk for pk, _ in pairs], type_=postgresql.ARRAY(sa.Integer)),
+                sa.bindparam("run_pks", [run_pk for _, run_pk in pairs], type_=postgresql.ARRAY(sa.Integer)),
+            )
+            .table_valued("coordinate_pk", "run_pk")
+            .render_derived(name="chosen")
+        )
+        return driver_rows(
+            conn,
+            sa.select(*columns)
+            .select_from(
+                chosen.join(
+                    metric_points,
+                    sa.and_(
+                        metric_points.c.coordinate_pk == chosen.c.coordinate_pk,
+                        metric_points.c.run_pk == chosen.c.run_pk,
+                    ),
+                )
+            )
+            .where(FINITE)
+            .order_by(metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
+        )
     statement = (
         sa.select(*columns)
         .select_from(
