@@ -17,7 +17,10 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
-   over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
+   over the directions, half to the mean over all steps and half over the blocks. The blocks' half is
+   divided not by their count but by the number of independent tests they are worth (Li and Ji's
+   eigenvalue count on their correlation across the past nights): overlapping blocks, and steps tied by
+   AR noise or a shared shift, are fewer tests than blocks. Block statistics share one pooled spread.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
 (all of them when only the mean did); the statistic described is the one that went furthest toward its
