@@ -288,11 +288,47 @@ def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
 
 @cache
 def _t_quantile(upper: float, df: int) -> float:
-    """The Student t value a draw exceeds with probability `upper`."""
-    # Deferred: scipy.special costs a few hundred milliseconds to import; only budget gates need it.
-    from scipy.special import stdtrit
+    """The Student t value a draw with `df` degrees of freedom exceeds with probability `upper`.
 
-    return float(stdtrit(df, 1.0 - upper))
+    Exact for the integer degrees of freedom this rule uses: the closed-form CDF inverted by bisection.
+    It keeps scipy (over 100 MB) out of the core install, where every budget gate needs this one number;
+    tests/test_budget.py checks it against `scipy.special.stdtrit`.
+    """
+    if upper >= 0.5:
+        return -_t_quantile(1.0 - upper, df) if upper > 0.5 else 0.0
+    lo, hi = 0.0, 1.0
+    while _t_upper_tail(hi, df) > upper:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):  # the interval halves each time: far below a float's resolution at the end
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if _t_upper_tail(mid, df) > upper:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _t_upper_tail(t: float, df: int) -> float:
+    """P(T > t) for t >= 0 and a Student T with integer `df` (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 0:
+        term = total = 1.0
+        for k in range(2, df, 2):  # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(df-2)
+            term *= cos2 * (k - 1) / k
+            total += term
+        within = sin * total
+    else:
+        term = total = 0.0
+        if df > 1:
+            term = total = math.cos(theta)
+            for k in range(3, df - 1, 2):  # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 + ... up to cos^(df-2)
+                term *= cos2 * (k - 1) / k
+                total += term
+        within = 2.0 / math.pi * (theta + sin * total)
+    return (1.0 - within) / 2.0  # `within` is P(|T| <= t)
 
 
 def _pct(values: FloatArray, loc: FloatArray) -> float | None:

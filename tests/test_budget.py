@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from gatecfg.budget import MIN_NIGHTS, _blocks, _effective_tests, _statistics, decide
+from gatecfg.budget import MIN_NIGHTS, _blocks, _effective_tests, _statistics, _t_quantile, decide
 from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
@@ -327,3 +327,11 @@ def test_lint_max_false_alarm_reads_a_budget_gate_as_its_budget(seeded: tuple[Pa
     assert (quiet.code, loud.code) == (0, 0)
     assert "warning" not in quiet.out
     assert "estimated false-alarm rate 1.0% (budget, 20 steps, 20 nightly values)" in loud.out
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 19, 20, 76, 399, 4000])
+@pytest.mark.parametrize("upper", [0.5, 0.3, 0.05, 0.01, 1e-3, 1e-5, 2.5e-7, 0.9])
+def test_the_t_quantile_agrees_with_scipy(df: int, upper: float) -> None:
+    special = pytest.importorskip("scipy.special", reason="scipy (gatecfg[analytics]) is the reference")
+    expected = float(special.stdtrit(df, 1.0 - upper))
+    assert _t_quantile(upper, df) == pytest.approx(expected, rel=1e-9, abs=1e-12)
