@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from gatecfg.budget import MIN_NIGHTS, _blocks, _effective_tests, _statistics, _t_quantile, decide
+from gatecfg.budget import (
+    MIN_NIGHTS,
+    _block_correlation,
+    _blocks,
+    _effective_tests,
+    _statistics,
+    _t_quantile,
+    decide,
+)
 from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
@@ -85,11 +93,13 @@ def test_correlated_blocks_count_as_fewer_tests_than_independent_ones() -> None:
     correlated = block_statistics(ar1_nights(20, 100, seed=1).T)
     blocks = len(independent)
 
-    assert _effective_tests(np.tile(independent[:1], (blocks, 1))) == 1.0  # one statistic, repeated
+    assert (
+        _effective_tests(_block_correlation(np.tile(independent[:1], (blocks, 1)))) == 1.0
+    )  # one statistic, repeated
     # Half-overlapping blocks of independent steps are worth nearly as many tests as there are blocks;
     # with rho 0.9 between neighbouring steps a block is strongly tied to the next ones.
-    assert _effective_tests(independent) > 0.8 * blocks
-    assert _effective_tests(correlated) < 0.7 * blocks
+    assert _effective_tests(_block_correlation(independent)) > 0.8 * blocks
+    assert _effective_tests(_block_correlation(correlated)) < 0.7 * blocks
 
 
 @pytest.mark.parametrize("steps", [20, 100], ids=["20-steps", "100-steps"])
