@@ -20,7 +20,8 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    over the directions, half to the mean over all steps and half over the blocks. The blocks' half is
    divided not by their count but by the number of independent tests they are worth (Li and Ji's
    eigenvalue count on their correlation across the past nights): overlapping blocks, and steps tied by
-   AR noise or a shared shift, are fewer tests than blocks. Block statistics share one pooled spread.
+   AR noise or a shared shift, are fewer tests than blocks. Block statistics share one pooled spread,
+   with the degrees of freedom of as many blocks as that correlation leaves independent.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
 (all of them when only the mean did); the statistic described is the one that went furthest toward its
