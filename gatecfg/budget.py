@@ -234,7 +234,7 @@ def _effective_tests(correlation: FloatArray) -> float:
     count = len(correlation)
     # Rounded: an eigenvalue a hair under an integer (19 - 1e-14) must not lose almost 1 to the floor.
     eigen = np.round(np.abs(np.linalg.eigvalsh(correlation)), 9)
-    return float(np.clip(np.sum((eigen >= 1.0) + eigen - np.floor(eigen)), 1.0, max(count, 1)))
+    return float(np.clip(np.sum((eigen >= 1.0) + eigen - np.floor(eigen)), 1.0, count))
 
 
 def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:

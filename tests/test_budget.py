@@ -92,10 +92,9 @@ def test_correlated_blocks_count_as_fewer_tests_than_independent_ones() -> None:
     independent = block_statistics(np.random.default_rng(0).standard_normal((100, 20)))
     correlated = block_statistics(ar1_nights(20, 100, seed=1).T)
     blocks = len(independent)
+    repeated = np.tile(independent[:1], (blocks, 1))  # one statistic, many times
 
-    assert (
-        _effective_tests(_block_correlation(np.tile(independent[:1], (blocks, 1)))) == 1.0
-    )  # one statistic, repeated
+    assert _effective_tests(_block_correlation(repeated)) == 1.0
     # Half-overlapping blocks of independent steps are worth nearly as many tests as there are blocks;
     # with rho 0.9 between neighbouring steps a block is strongly tied to the next ones.
     assert _effective_tests(_block_correlation(independent)) > 0.8 * blocks
