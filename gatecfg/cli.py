@@ -11,6 +11,7 @@ from typing import Any
 
 from gatecfg import __version__
 from gatecfg.errors import GatecfgError, InputError, format_problems
+from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
@@ -309,6 +310,7 @@ def _lint(args: argparse.Namespace) -> int:
 
     if args.max_false_alarm is None:
         return lint(args.paths, gates=args.gates, fmt=args.format)
+    require("analytics", "gatecfg lint --max-false-alarm")
     return lint(
         args.paths,
         gates=args.gates,
@@ -320,6 +322,7 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _backtest(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg backtest")
     from gatecfg.commands.backtest import backtest_command
 
     return backtest_command(
@@ -463,6 +466,7 @@ def _allowance(text: str) -> float:
 
 
 def _regimes(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg regimes")
     from gatecfg.commands.regimes import regimes
 
     return regimes(
@@ -478,6 +482,7 @@ def _regimes(args: argparse.Namespace) -> int:
 
 
 def _rebaseline(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg rebaseline")
     from gatecfg.commands.rebaseline import rebaseline
 
     return rebaseline(
@@ -504,6 +509,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg report")
     from gatecfg.commands.report import report
 
     return report(gates=args.gates, db=db_url(args.db), out=args.html, test=args.test, png=args.png)

@@ -7,9 +7,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gatecfg.evaluate import GateVerdicts, Verdict
-from gatecfg.rekey import RekeyWarning
+if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
+    from gatecfg.evaluate import GateVerdicts, Verdict
+    from gatecfg.rekey import RekeyWarning
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
 
