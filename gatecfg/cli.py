@@ -121,7 +121,16 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
     )
-    p.add_argument("--write", action="store_true", help="store the run into history (nightlies only)")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="store the run into history (nightlies only); the first one creates a SQLite store",
+    )
+    p.add_argument(
+        "--require-history",
+        action="store_true",
+        help="exit 1 when the store holds no run of this series (default: a notice, every gate cold)",
+    )
     _gates_option(p)
     _db_option(p)
     _series_option(p)
@@ -291,6 +300,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         branch=args.branch,
         url=args.url,
         enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+        require_history=args.require_history,
     )
     return evaluate_command(request, _outputs(args))
 

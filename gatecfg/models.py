@@ -267,6 +267,9 @@ class Policy(_Model):
     # `trusted`: runs no gated coordinate failed (or trusted by hand). `nightly`: every run not untrusted
     # by hand, so that failing draws still enter the baseline and it cannot ratchet away from the metric.
     baseline: Annotated[Baseline | None, NotNull, NotNullSchema] = None
+    # Fail (exit 1) when the store holds no run at all of the evaluated series, rather than judging every
+    # value cold and passing: for teams whose PR gate must never silently gate nothing.
+    require_history: Annotated[bool | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):

@@ -8,7 +8,7 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
 3. the same in the base file it `extends:`, then the one that extends, and so on;
 4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
 5. built-in: `enforce: false`, no `limits`, `tolerate: 0`, no `trials`; policy `window: 20`,
-   `min_history: 1`, `reference: mean`, `baseline: trusted`.
+   `min_history: 1`, `reference: mean`, `baseline: trusted`, `require_history: false`.
 
 `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
@@ -50,6 +50,7 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "enforce": False,
     "reference": "mean",
     "baseline": "trusted",
+    "require_history": False,
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
 
@@ -85,6 +86,7 @@ class Policy:
     sources: Mapping[str, str]
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
+    require_history: bool = False
 
 
 @dataclass(frozen=True)
@@ -487,4 +489,5 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         sources=sources,
         reference=values["reference"],
         baseline=values["baseline"],
+        require_history=values["require_history"],
     )

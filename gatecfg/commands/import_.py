@@ -18,7 +18,8 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
     resolved = load_tree(gates).test(test)
     export = read_export(path, display_path(path))
     series = series_key(test, labels)
-    with Store.open(db) as store:
+    # A backfill is how a history starts: it may create the store, as a nightly `--write` does.
+    with Store.open(db, create=True) as store:
         # Run ids are unique across the whole store, so a clash with another test's run is a mistake
         # (the wrong --test, or an export of another test), while one of this series is a re-import.
         known = {row.run.run_id: row for row in store.runs()}

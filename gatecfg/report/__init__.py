@@ -44,7 +44,7 @@ class RunReport:
     exit_code: int
     store: str
     enforce_disabled: bool = False
-    notes: Sequence[str] = field(default_factory=tuple)
+    notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:

@@ -73,6 +73,7 @@ def render_json(report: RunReport) -> str:
         },
         "summary": dict(sorted(report.counts().items())),
         "enforce_disabled": report.enforce_disabled,
+        "notes": list(report.notes),
         "verdicts": [verdict_json(v) for v in report.verdicts],
         "gates": [outcome_json(o) for o in report.results],
         "warnings": [w.as_json() for w in report.warnings],

@@ -11,7 +11,7 @@ ANNOTATIONS_PER_GATE = 3
 
 
 def render_github(report: RunReport) -> str:
-    lines: list[str] = []
+    lines = [Problem(Location(report.gate_file), note, severity="warning").github() for note in report.notes]
     for result in report.results:
         for v in islice(result.where("fail", "error", "cold"), ANNOTATIONS_PER_GATE):
             severity: Severity = "error" if v.fails_job else "warning"

@@ -17,6 +17,8 @@ def render_junit(report: RunReport) -> str:
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="gatecfg.run_id", value=report.run.run_id)
     ET.SubElement(props, "property", name="gatecfg.exit_code", value=str(report.exit_code))
+    for note in report.notes:
+        ET.SubElement(props, "property", name="gatecfg.notice", value=note)
     for warning in report.warnings:
         ET.SubElement(props, "property", name="gatecfg.rekey", value=warning.message)
     tests = failures = errors = skipped = 0

@@ -29,6 +29,8 @@ def render_text(report: RunReport) -> str:
     console.print(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
     if report.enforce_disabled:
         console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
+    for note in report.notes:
+        console.print(note)
 
     attention = _attention(report.results)
     if attention:
@@ -72,8 +74,6 @@ def render_text(report: RunReport) -> str:
 
     for warning in report.warnings:
         console.print(f"WARNING re-key: {warning.message}")
-    for note in report.notes:
-        console.print(note)
     console.print(_verdict_line(report))
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
