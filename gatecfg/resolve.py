@@ -43,6 +43,7 @@ from gatecfg.parse import parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
+YAML_SUFFIXES = (".yaml", ".yml")
 BUILTIN = "built-in default"
 BUILTIN_POLICY: Mapping[str, Any] = {
     "window": 20,
@@ -213,8 +214,22 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
     return tree
 
 
+def _require_gate_keys(doc: LoadedDoc) -> None:
+    """A mapping with neither `test:` nor `gates:` is some other YAML (CI config, compose file), not a gate
+    file with mistakes: one error that says so, rather than one per key."""
+    if not isinstance(doc.data, dict) or {"test", "gates"} & doc.data.keys():
+        return
+    keys = ", ".join(f"`{k}`" for k in list(doc.data)[:5]) + (", ..." if len(doc.data) > 5 else "")
+    raise InputError.at(
+        Location(doc.path, 1, 1),
+        f"not a gatecfg gate file: it has neither `test:` nor `gates:` (its keys: {keys or 'none'})",
+        hint="keep other YAML out of the gates folder, or narrow the paths (the hook's `files:`) to gate "
+        "files; a base file is named base.yaml",
+    )
+
+
 def _yaml_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+    return sorted(p for p in root.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file())
 
 
 class _Loader:
@@ -322,6 +337,7 @@ class _Loader:
         try:
             doc = read_yaml(path, shown)
             self.docs[shown] = doc
+            _require_gate_keys(doc)
             model = parse_doc(doc, GateFile)
         except InputError as exc:
             self.problems.extend(exc.problems)

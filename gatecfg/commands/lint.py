@@ -6,8 +6,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.errors import EXIT_INPUT, EXIT_OK, Location, Problem, format_problems
-from gatecfg.resolve import ResolvedTest, is_base_file, load_tree
+from gatecfg.errors import EXIT_INPUT, EXIT_OK, InputError, Location, Problem, format_problems
+from gatecfg.resolve import BASE_NAME, YAML_SUFFIXES, ResolvedTest, is_base_file, load_tree
+from gatecfg.yamlio import read_yaml
 
 
 def lint(
@@ -21,16 +22,18 @@ def lint(
 ) -> int:
     """Problems of the gate files; with `db` and `max_false_alarm`, also a warning for every gate whose
     estimated false-alarm rate on that history is above the budget (warnings keep exit 0)."""
-    problems: list[Problem] = []
-    checked = 0
-    tests: list[ResolvedTest] = []
-    for root, files in _roots(paths, gates):
+    roots, problems = _roots(paths, gates)
+    checked: set[str] = set()
+    tests: dict[str, ResolvedTest] = {}
+    for root, files in roots.items():
         tree = load_tree(root)
-        checked += sum(_selected(f, files) for f in tree.files)
+        checked.update(f for f in tree.files if _selected(f, files))
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
-        tests += [t for t in tree.tests.values() if _selected(t.file, files)]
+        tests.update((t.file, t) for t in tree.tests.values() if _selected(t.file, files))
     if db is not None and max_false_alarm is not None:
-        problems += _over_budget(tests, db, max_false_alarm, labels or {})
+        problems += _over_budget(list(tests.values()), db, max_false_alarm, labels or {})
+    # Two paths under one root, or a folder and a file in it, must not report an error twice.
+    problems = list(dict.fromkeys(problems))
     output = format_problems(problems, fmt)
     if output:
         print(output)
@@ -38,7 +41,7 @@ def lint(
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors
         also = f"{warnings} warning{'s' * (warnings != 1)}, " if warnings else ""
-        counted = f"{checked} file{'s' * (checked != 1)}"
+        counted = f"{len(checked)} file{'s' * (len(checked) != 1)}"
         summary = f"gatecfg lint: {counted} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
@@ -75,31 +78,71 @@ def _over_budget(
     return warnings
 
 
-def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | None]]:
-    """Group the given paths by the gates root that resolves them; None selects a whole tree.
+def _roots(paths: Sequence[Path], gates: Path) -> tuple[dict[Path, set[str] | None], list[Problem]]:
+    """Group the given paths by the gates root that resolves them (None selects a whole tree), and the
+    problems of paths that cannot be linted at all.
 
-    A path inside `--gates` is resolved against it (its base files live there); any other folder
-    is a gates root of its own, and any other file is resolved against its own folder. A changed base
-    file selects its whole tree: any gate file may inherit it, directly or through `extends:`.
+    A path inside `--gates` is resolved against it. Any other path is resolved against its own gates
+    root (`gates_root`), whatever the working directory: pre-commit passes the changed files of a tree
+    that may live anywhere, e.g. `ci/gates/`. A changed base file selects its whole tree: any gate file
+    may inherit it, directly or through `extends:`.
     """
     if not paths:
-        return [(gates, None)]
+        return {gates: None}, []
     groups: dict[Path, set[str] | None] = {}
+    problems: list[Problem] = []
     gates_root = gates.resolve()
     for path in paths:
+        problem = _unlintable(path)
+        if problem is not None:
+            problems.append(problem)
+            continue
         full = path.resolve()
-        if full.is_relative_to(gates_root):
-            root = gates
-        elif path.is_dir():
-            root = path
-        else:
-            root = path.parent
+        root = gates_root if full.is_relative_to(gates_root) else gates_root_of(full)
         selection = groups.setdefault(root, set())
-        if (path.is_dir() and full == root.resolve()) or is_base_file(full):
+        if (full.is_dir() and full == root) or is_base_file(full):
             groups[root] = None
         elif selection is not None:
             selection.add(str(full))
-    return list(groups.items())
+    return groups, problems
+
+
+def _unlintable(path: Path) -> Problem | None:
+    if not path.exists():
+        return Problem(
+            Location(str(path)),
+            "no such file or folder",
+            hint="lint takes gate files and folders of them; check the path (and the hook's `files:`)",
+        )
+    if path.is_file() and path.suffix not in YAML_SUFFIXES:
+        return Problem(
+            Location(str(path)),
+            "not a YAML file: gate files end in .yaml or .yml",
+            hint="pass gate files only, e.g. with the hook's `files: ^ci/gates/.*\\.ya?ml$`",
+        )
+    return None
+
+
+def gates_root_of(path: Path) -> Path:
+    """The gates root of a path outside `--gates`: the nearest folder at or above it whose base.yaml
+    extends no other file (the top of its inheritance chain), searched up to the top of the git
+    repository; without one, the path's own folder."""
+    start = path if path.is_dir() else path.parent
+    for folder in (start, *start.parents):
+        base = folder / BASE_NAME
+        if base.is_file() and not _extends(base):
+            return folder
+        if (folder / ".git").exists():
+            break
+    return start
+
+
+def _extends(base: Path) -> bool:
+    try:
+        data = read_yaml(base).data
+    except InputError:
+        return False  # a broken base file is a root of its own: its errors are reported there
+    return isinstance(data, dict) and data.get("extends") is not None
 
 
 def _selected(shown: str, files: set[str] | None) -> bool:
