@@ -16,6 +16,7 @@ from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
+SCHEMA_NAMES = ("base", "gatefile")  # gatecfg.commands.schema.SCHEMAS, named without importing pydantic
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,8 +70,9 @@ def build_parser() -> _Parser:
     parser = _Parser(
         prog="gatecfg",
         description="Declarative history gates for nightly ML training runs.",
-        epilog="docs: docs/index.md. exit codes: 0 ok, 1 an enforced gate failed, "
-        "2 invalid gate files/record/arguments, 3 history store unreachable.",
+        epilog="`gatecfg COMMAND --help` explains a command with an example; `gatecfg demo` is a 1-minute "
+        "tour. exit codes: 0 ok, 1 an enforced gate failed, 2 invalid gate files/record/arguments, "
+        "3 history store missing or unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"gatecfg {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
@@ -108,7 +110,16 @@ def build_parser() -> _Parser:
         "gatecfg schema --check",
         _schema,
     )
-    p.add_argument("--check", action="store_true", help="exit 1 if the files are stale, write nothing")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="exit 1 if the files are stale, write nothing")
+    what.add_argument(
+        "--print",
+        dest="print_name",
+        choices=SCHEMA_NAMES,
+        metavar="NAME",
+        help="write one schema to stdout, for an editor or check-jsonschema: `base` (base.yaml files) or "
+        "`gatefile` (gate files)",
+    )
     p.add_argument("--dir", type=Path, default=Path("schema"), help="output folder (default: schema/)")
     p = _add(
         sub,
@@ -201,14 +212,15 @@ def build_parser() -> _Parser:
     p = _add(
         sub,
         "demo",
-        "Seed a SQLite history from the bundled nightlies, then evaluate a regressed PR run.",
+        "A tour: seed a SQLite history from bundled nightlies, then evaluate a regressed PR run.",
         "gatecfg demo",
         _demo,
     )
-    _gates_option(p)
-    p.add_argument("--examples", type=Path, default=Path("examples"), help="default: examples/")
     p.add_argument(
-        "--db-file", type=Path, default=Path(".gatecfg/demo.db"), help="default: .gatecfg/demo.db (recreated)"
+        "--db-file",
+        type=Path,
+        default=Path(".gatecfg/demo.db"),
+        help="default: .gatecfg/demo.db (recreated; the demo's gates and records are unpacked beside it)",
     )
 
     p = _add(sub, "db", "Manage the history store.", "gatecfg db upgrade --db postgresql+psycopg://...", _db)
@@ -249,7 +261,7 @@ def _history(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from gatecfg.commands.demo import demo
 
-    return demo(gates=args.gates, examples=args.examples, db_file=args.db_file)
+    return demo(db_file=args.db_file)
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -352,8 +364,10 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from gatecfg.commands.schema import schema
+    from gatecfg.commands.schema import print_schema, schema
 
+    if args.print_name is not None:
+        return print_schema(args.print_name)
     return schema(directory=args.dir, check=args.check)
 
 
@@ -421,7 +435,13 @@ def _analytics(sub: argparse._SubParsersAction[_Parser]) -> None:
         "gatecfg import --test tests/e2e/test_foo_ci.py exports/nightlies.csv",
         _import,
     )
-    p.add_argument("file", type=Path, metavar="FILE", help="a .csv or .jsonl export (see docs/analytics.md)")
+    p.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="a .csv export (header: run_id,date,commit[,trusted],METRIC or METRIC@STEP...) or a .jsonl "
+        'one ({"run_id", "date", "commit", "metrics": {METRIC: value | [[step, value], ...]}} a line)',
+    )
     p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
     _gates_option(p)
     _db_option(p)
