@@ -16,6 +16,12 @@ from gatecfg.store import Store
 PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
 
 
+@pytest.fixture(autouse=True)
+def report_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text reports fit the terminal (COLUMNS wins); tests read them at one width, whatever runs them."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),

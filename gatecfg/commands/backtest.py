@@ -3,13 +3,11 @@ failures, false-alarm rates and estimates, the drift of the reference, and the r
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest, stored_runs
@@ -18,6 +16,7 @@ from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
 from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
+from gatecfg.terminal import stage, text_console
 
 FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
 
@@ -44,7 +43,10 @@ def backtest_command(
             )
     reports: list[GateReport] = []
     runs_seen = 0
-    with Store.open(db) as store:
+    with (
+        Store.open(db) as store,
+        stage("gatecfg backtest", f"replaying {len(tests)} test(s)", total=len(tests)) as advance,
+    ):
         for resolved in tests:
             against: Against = "recorded"
             metrics = {g.metric for g in resolved.gates}
@@ -55,6 +57,7 @@ def backtest_command(
             runs = stored_runs(store, resolved.test, sorted(metrics))
             runs_seen += len(runs)
             reports += backtest(resolved, runs, against=against, metric=metric)
+            advance(1)
         url = store.url
     compared = "recorded" if base is None else base
     if fmt_name == "json":
@@ -81,7 +84,7 @@ def _drift(tally: Tally) -> str:
 def _text(
     reports: Sequence[GateReport], tests: Sequence[ResolvedTest], runs: int, url: str, compared: str
 ) -> str:
-    console = Console(file=io.StringIO(), width=200, color_system=None, highlight=False)
+    console = text_console()
     against = (
         "the verdicts recorded when each run was evaluated"
         if compared == "recorded"

@@ -12,11 +12,13 @@ from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree
 from gatecfg.store import Store
+from gatecfg.terminal import stage
 
 
 def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mapping[str, str]) -> int:
     resolved = load_tree(gates).test(test)
-    export = read_export(path, display_path(path))
+    with stage("gatecfg import", f"reading {display_path(path)}"):
+        export = read_export(path, display_path(path))
     series = series_key(test, labels)
     # A backfill is how a history starts: it may create the store, as a nightly `--write` does.
     with Store.open(db, create=True) as store:
@@ -41,8 +43,10 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
             for run in stored_runs(store, test, [g.metric for g in resolved.gates])
             if run.run_id in when
         ]
-        plan = backfill(resolved, series, labels, export, stored_timeline(stored), already_stored=known)
-        written = store.write_runs(plan.runs) if plan.runs else []
+        with stage("gatecfg import", f"replaying {len(export.runs):,} runs with the gates"):
+            plan = backfill(resolved, series, labels, export, stored_timeline(stored), already_stored=known)
+        with stage("gatecfg import", f"writing {len(plan.runs):,} runs in one transaction"):
+            written = store.write_runs(plan.runs) if plan.runs else []
         url = store.url
     skipped = len(export.runs) - sum(written)
     values = sum(len(points) for _, stored_points in plan.runs for points in stored_points.values())

@@ -70,6 +70,16 @@ def step_label(v: Verdict) -> str:
     return "last" if v.step == -1 else str(v.step)
 
 
+def band_text(v: Verdict) -> str:
+    """The band a step was judged against, `-` where there was none (tracked, or no history yet)."""
+    return v.band.interval() if v.gate.constraint is not None and v.band.n else "-"
+
+
+def step_reason(v: Verdict) -> str:
+    """The reason without the status it may start with (`cold: ...`), for lines that show the status."""
+    return v.reason.removeprefix(f"{v.status}: ")
+
+
 def render(report: RunReport, fmt: str) -> str:
     if fmt == "json":
         from gatecfg.report.as_json import render_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import islice
 
 from gatecfg.errors import Location, Problem, Severity
-from gatecfg.report import RunReport, role, step_label
+from gatecfg.report import RunReport, role, step_label, step_reason
 
 ANNOTATIONS_PER_GATE = 3
 
@@ -19,7 +19,7 @@ def render_github(report: RunReport) -> str:
             how = role(result) + (f", within tolerate: {v.gate.tolerate}" if v.tolerated else "")
             problem = Problem(
                 Location(v.gate.file, v.gate.line),
-                f"{v.status} ({how}) at step {step}: {v.reason}",
+                f"{v.status} ({how}) at step {step}: {step_reason(v)}",
                 dotted=v.gate.metric,
                 severity=severity,
             )

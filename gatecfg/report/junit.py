@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from gatecfg.report import RunReport, step_label
+from gatecfg.report import RunReport, step_label, step_reason
 
 
 def render_junit(report: RunReport) -> str:
@@ -28,7 +28,7 @@ def render_junit(report: RunReport) -> str:
         case = ET.SubElement(suite, "testcase", name=metric, classname=report.test, file=gate.file)
         case.set("line", str(gate.line))
         lines = [
-            f"step {step_label(v)}: {v.status}{' (tolerated)' if v.tolerated else ''}: {v.reason}"
+            f"step {step_label(v)}: {v.status}{' (tolerated)' if v.tolerated else ''}: {step_reason(v)}"
             for v in group
         ]
         bad = [v for v in group if v.status in ("fail", "error") and not v.tolerated]

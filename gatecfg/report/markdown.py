@@ -6,7 +6,7 @@ from itertools import islice
 
 from gatecfg.band import fmt
 from gatecfg.evaluate import Status, Verdict
-from gatecfg.report import RunReport, role, step_label
+from gatecfg.report import RunReport, band_text, role, step_label
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
 DETAIL_ROWS = 50
@@ -58,5 +58,5 @@ def _row(v: Verdict) -> str:
     ref = fmt(v.band.ref) if v.band.ref is not None else "-"
     return (
         f"| {ICONS[v.status]} | `{_cell(v.gate.metric)}` | {step} | {value} | {ref} | {v.band.n} | "
-        f"{v.band.interval()} | {'(tolerated) ' if v.tolerated else ''}{_cell(v.reason)} |"
+        f"{band_text(v)} | {'(tolerated) ' if v.tolerated else ''}{_cell(v.reason)} |"
     )

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
 from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
-from gatecfg.report import RunReport, role, step_label
+from gatecfg.report import RunReport, band_text, role, step_label
+from gatecfg.terminal import text_console
 
 DETAIL_ROWS_PER_GATE = 10
 
@@ -22,7 +22,7 @@ def _pct(v: Verdict) -> str:
 
 
 def render_text(report: RunReport) -> str:
-    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+    console = text_console()
     run = report.run
     console.print(f"gatecfg evaluate: {report.test}  ({report.gate_file})")
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
@@ -39,17 +39,19 @@ def render_text(report: RunReport) -> str:
             table.add_column(column, overflow="fold")
         for result, shown, more in attention:
             metric = result.gate.metric
-            for v in shown:
+            for row in shown:
+                v = row.verdict
+                single = row.steps == 1
                 table.add_row(
                     v.status.upper() + (" (tolerated)" if v.tolerated else ""),
                     role(result),
                     metric,
-                    step_label(v),
-                    fmt(v.value) if v.value is not None else "-",
+                    step_label(v) if single else f"{row.steps} steps",
+                    fmt(v.value) if v.value is not None and single else "-",
                     fmt(v.band.ref) if v.band.ref is not None else "-",
                     str(v.band.n),
-                    v.band.interval() if v.gate.constraint is not None and v.band.n else "-",
-                    _pct(v),
+                    band_text(v),
+                    _pct(v) if single else "",
                     # The columns already say why a band failed; other reasons need the words.
                     "" if v.status == "fail" and " vs mean=" in v.reason else v.reason,
                 )
@@ -78,19 +80,42 @@ def render_text(report: RunReport) -> str:
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
 
-def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list[Verdict], int]]:
-    """Per gate with steps that need attention: the first few (errors, then failures, then cold steps,
-    each by step) and how many more there are. Only the steps shown get their band and reason built."""
+@dataclass(frozen=True)
+class _Row:
+    verdict: Verdict  # the first step of the row
+    steps: int  # steps that share its status and reason
+
+
+def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list[_Row], int]]:
+    """Per gate with steps that need attention: the first few rows (errors, then failures, then cold
+    steps, each by step) and how many more steps there are. Steps of one status and one reason are one
+    row ("8 steps cold: ..."). Only the first step of each row gets its band and reason built."""
     found = []
     for result in results:
         needing = sorted(
             (i for i, status in enumerate(result.statuses) if status in ("error", "fail", "cold")),
             key=lambda i: (STATUS_ORDER[result.statuses[i]], result.selection[i].step),
         )
-        if needing:
-            shown = [result[i] for i in needing[:DETAIL_ROWS_PER_GATE]]
-            found.append((result, shown, len(needing) - len(shown)))
+        groups: dict[object, list[int]] = {}
+        for i in needing:
+            groups.setdefault(_same_reason(result, i), []).append(i)
+        rows = [_Row(result[members[0]], len(members)) for members in groups.values()]
+        if rows:
+            shown = rows[:DETAIL_ROWS_PER_GATE]
+            found.append((result, shown, sum(r.steps for r in rows[len(shown) :])))
     return found
+
+
+def _same_reason(result: GateVerdicts, i: int) -> object:
+    """A key that two steps of a gate share exactly when their status and reason are the same, read without
+    building the reason: a cold step's reason depends only on how many baseline values it has, an error's
+    is the selection's message; a failure's quotes its value, so each is its own row."""
+    status = result.statuses[i]
+    if status == "cold":
+        return status, len(result.history(i))
+    if status == "error":
+        return status, result.selection[i].error
+    return status, i
 
 
 def _spread(result: GateVerdicts) -> str:
