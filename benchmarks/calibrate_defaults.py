@@ -6,7 +6,7 @@ carries no regression, and does it catch one that does?
 For every metric under `defaults:` in gates/base.yaml, nightly records are simulated from a documented
 noise model (docs/calibration.md, and SCENARIOS below) and replayed with evaluate's own rules: the one-liner
 is resolved from the real base file, and `gatecfg.analysis.backtest.replay` judges each night with
-`gatecfg.evaluate.evaluate` against the nights before it, decides trust, and forms the next baseline.
+`gatecfg.verdicts.evaluate` against the nights before it, decides trust, and forms the next baseline.
 
 Columns, per default and per proposed replacement:
 

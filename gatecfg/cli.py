@@ -298,23 +298,24 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from gatecfg.commands.evaluate import Request, evaluate_command
+    from gatecfg.api import evaluate
+    from gatecfg.commands.evaluate import print_report
 
-    request = Request(
+    outputs = _outputs(args)
+    report = evaluate(
+        args.test,
+        args.record,
         gates=args.gates,
-        test=args.test,
-        records=args.record,
-        db=db_url(args.db),
+        db=args.db,
         write=args.write,
-        labels=_labels(args.series),
         run_id=args.run_id,
         commit=args.commit,
+        series=_labels(args.series),
         branch=args.branch,
         url=args.url,
-        enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
         require_history=args.require_history,
     )
-    return evaluate_command(request, _outputs(args))
+    return print_report(report, outputs)
 
 
 def _probability(text: str) -> float:

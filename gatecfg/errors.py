@@ -119,6 +119,28 @@ class InputError(GatecfgError):
 
     exit_code = EXIT_INPUT
 
+    # Where the first problem is, for code that catches the error (the CLI prints every problem).
+    @property
+    def file(self) -> str:
+        return self.problems[0].location.path
+
+    @property
+    def line(self) -> int | None:
+        return self.problems[0].location.line
+
+    @property
+    def column(self) -> int | None:
+        return self.problems[0].location.col
+
+
+class GateFileError(InputError):
+    """Invalid gate or base files, or no gate file for the test: exit code 2."""
+
+
+class RecordError(InputError):
+    """An invalid metrics record (JSON Lines, TensorBoard, W&B, MLflow): exit code 2; `line` is the line,
+    or the record's number in a binary or JSON-array file."""
+
 
 class StoreError(GatecfgError):
     """The history store could not be reached, read or written: exit code 3."""

@@ -1,17 +1,22 @@
-"""Run metric records (SPEC §5): JSON Lines in series or row shape, parsed and merged into one Record."""
+"""Run metric records (SPEC §5): JSON Lines in series or row shape, parsed and merged into one Record.
+
+Logger formats (TensorBoard, W&B, MLflow) are read by `gatecfg.record_formats` into the same builder, so
+they are judged exactly as the equivalent JSON Lines; a mapping of points (the Python API) goes in too."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import math
+import operator
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from gatecfg.errors import InputError, Location
+from gatecfg.errors import InputError, Location, RecordError
 from gatecfg.textio import read_text
 
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
@@ -123,31 +128,70 @@ def parse_record_text(text: str, path: str) -> Record:
     return builder.build()
 
 
-def read_records(paths: Sequence[str | Path]) -> Record:
-    """Read, parse and merge record files; a step logged twice for one metric, in any files, is an error."""
+# What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
+# or record files.
+Points = Mapping[str, Iterable[tuple[int, float]]]
+Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Record
+RECORD_HINT = (
+    "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
+    "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
+)
+LOGGED = "<logged metrics>"  # where points given in Python are said to come from, in messages
+
+
+def read_metrics(metrics: Metrics) -> Record:
+    """A run's metrics given as a mapping of points or as record files (str, path, or a sequence of them);
+    a Record (built by the pytest plugin from files and points) as it is."""
+    if isinstance(metrics, Record):
+        return metrics
+    if isinstance(metrics, Mapping):
+        return read_records((), metrics)
+    if isinstance(metrics, str | os.PathLike):
+        return read_records([metrics])
+    return read_records(metrics)
+
+
+def read_records(paths: Sequence[str | os.PathLike[str]], logged: Points | None = None) -> Record:
+    """Read, parse and merge record files in any supported format, and points logged in Python; a step
+    logged twice for one metric, in any of them, is an error."""
     builder = _Builder()
     seen: dict[Path, str] = {}
     for given in paths:
-        path = str(given)
-        resolved = Path(given).resolve()
+        path = os.fspath(given)
+        resolved = Path(path).resolve()
         if resolved in seen:
-            raise InputError.at(
+            raise RecordError.at(
                 Location(path),
                 f"record file given twice, first as {seen[resolved]}",
                 hint="pass each record file once",
             )
         seen[resolved] = path
-        builder.add_text(_read_text(path), path)
+        _read_file(builder, path)
+    if logged:
+        builder.add_logged(logged)
     return builder.build()
 
 
-def _read_text(path: str) -> str:
-    return read_text(
-        Path(path),
-        path,
-        what="record file",
-        hint="pass the JSON Lines files the training run wrote its metrics to",
-    )
+def _read_file(builder: _Builder, path: str) -> None:
+    from gatecfg import record_formats  # the logger formats' readers load only for their files
+
+    kind = record_formats.sniff(path)
+    if kind == "jsonl":
+        builder.add_text(read_record_text(path), path)
+    else:
+        record_formats.read(kind, path, builder)
+
+
+def read_record_text(path: str) -> str:
+    try:
+        return read_text(
+            Path(path),
+            path,
+            what="record file",
+            hint=RECORD_HINT,
+        )
+    except InputError as exc:
+        raise RecordError(exc.problems) from None
 
 
 class _DuplicateKeyError(ValueError):
@@ -175,20 +219,20 @@ def _loads(line: str, location: Location) -> object:
     try:
         return _DECODER.decode(line)
     except json.JSONDecodeError as exc:
-        raise InputError.at(
+        raise RecordError.at(
             Location(location.path, location.line, exc.colno), f"malformed JSON: {exc.msg}", hint=_SHAPES_HINT
         ) from None
     except _DuplicateKeyError as exc:
-        raise InputError.at(
+        raise RecordError.at(
             location,
             f"key {json.dumps(exc.key)} appears twice in one JSON object",
             hint="write each key once per line",
         ) from None
     except RecursionError:
-        raise InputError.at(location, "malformed JSON: nested too deeply", hint=_SHAPES_HINT) from None
+        raise RecordError.at(location, "malformed JSON: nested too deeply", hint=_SHAPES_HINT) from None
     except ValueError:
         # The only ValueError json raises besides JSONDecodeError: Python's limit on integer digits.
-        raise InputError.at(
+        raise RecordError.at(
             location,
             f"malformed JSON: an integer longer than {sys.get_int_max_str_digits()} digits",
             hint="log the value as a float, e.g. 1.5e300",
@@ -226,7 +270,7 @@ def _json_text(value: object) -> str:
         return repr(value)  # the JSON text of a finite float, and faster than json.dumps
     if type(value) is int:
         return repr(value)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=repr)  # default: a Python object logged via the API
 
 
 class _Builder:
@@ -244,6 +288,27 @@ class _Builder:
             columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
         return Record(MappingProxyType(columns), tuple(self._files))
 
+    def add_logged(self, logged: Points) -> None:
+        """Points given in Python: numpy scalars count as the numbers they are, as in a JSON file."""
+        self._files.append(LOGGED)
+        for metric, points in logged.items():
+            for index, pair in enumerate(points, start=1):
+                location = Location(LOGGED, index)
+                try:
+                    step, value = pair
+                except (TypeError, ValueError):
+                    raise RecordError.at(
+                        location,
+                        f"point {index} is {shorten(repr(pair))}, not a (step, value) pair",
+                        dotted=metric,
+                        hint="log each point as (step, value), e.g. (3, 0.8)",
+                    ) from None
+                self.add_point(metric, _python_step(step), _python_value(value), location)
+
+    def add_file(self, path: str) -> None:
+        """Name a file whose points a logger-format reader adds with `add_row` and `add_point`."""
+        self._files.append(path)
+
     def add_text(self, text: str, path: str) -> None:
         self._files.append(path)
         # Split on "\n" only: str.splitlines also splits on U+2028 and friends, which JSON strings may hold.
@@ -253,17 +318,17 @@ class _Builder:
             location = Location(path, number)
             obj = _loads(line, location)
             if type(obj) is not dict:
-                raise InputError.at(
+                raise RecordError.at(
                     location, f"line is a JSON {_json_kind(obj)}, not an object", hint=_SHAPES_HINT
                 )
             if "_step" in obj or "step" in obj:
-                self._add_row(obj, location)
+                self.add_row(obj, location)
             else:
                 self._add_series(obj, location)
 
-    def _add_row(self, row: dict[str, object], location: Location) -> None:
+    def add_row(self, row: Mapping[str, object], location: Location) -> None:
         if "_step" in row and "step" in row:
-            raise InputError.at(
+            raise RecordError.at(
                 location,
                 'the row has both "_step" and "step"',
                 hint='keep one of them; "step" is read as "_step"',
@@ -271,7 +336,7 @@ class _Builder:
         step_key = "_step" if "_step" in row else "step"
         step = _as_step(row[step_key])
         if step is None:
-            raise InputError.at(
+            raise RecordError.at(
                 location,
                 f"is {_show(row[step_key])}, not a whole number >= 0",
                 dotted=step_key,
@@ -283,12 +348,21 @@ class _Builder:
                 continue
             self._add(metric, step, value, location)
 
+    def add_point(self, metric: str, step: object, value: object, location: Location) -> None:
+        """One point of a metric from a logger format, its step checked as a row's `_step` is."""
+        checked = _as_step(step)
+        if checked is None:
+            raise RecordError.at(
+                location, f"step is {_show(step)}, not a whole number >= 0", dotted=metric, hint=_STEP_HINT
+            )
+        self._add(metric, checked, value, location)
+
     def _add_series(self, obj: dict[str, object], location: Location) -> None:
         for metric, pairs in obj.items():
             if metric.startswith("_"):
                 continue
             if type(pairs) is not list:
-                raise InputError.at(
+                raise RecordError.at(
                     location,
                     f'is {_show(pairs)}, not a list of [step, value] pairs, and the line has no "_step"',
                     dotted=metric,
@@ -297,7 +371,7 @@ class _Builder:
                 )
             for index, pair in enumerate(pairs):
                 if type(pair) is not list or len(pair) != 2:
-                    raise InputError.at(
+                    raise RecordError.at(
                         location,
                         f"pair {index} is {_show(pair)}, not a [step, value] pair",
                         dotted=metric,
@@ -305,7 +379,7 @@ class _Builder:
                     )
                 step = _as_step(pair[0])
                 if step is None:
-                    raise InputError.at(
+                    raise RecordError.at(
                         location,
                         f"pair {index} has step {_show(pair[0])}, not a whole number >= 0",
                         dotted=metric,
@@ -321,7 +395,7 @@ class _Builder:
         if step in index:
             first = locations[index[step]]
             where = "both on this line" if first == location else f"first at {first}"
-            raise InputError.at(
+            raise RecordError.at(
                 location,
                 f"step {step} is logged twice, {where}",
                 dotted=metric,
@@ -344,6 +418,26 @@ def _in_step_order(
     return [steps[i] for i in order], [logged[i] for i in order], [locations[i] for i in order]
 
 
+def _python_step(step: object) -> object:
+    """A step given in Python: any integer type (numpy's too) as an int; anything else is checked later."""
+    if isinstance(step, bool):
+        return step
+    try:
+        return operator.index(step)  # type: ignore[arg-type]  # anything with __index__
+    except TypeError:
+        return step
+
+
+def _python_value(value: object) -> object:
+    """A value given in Python: any real number type (numpy's too) as a float, as JSON would read it."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    try:
+        return float(value)  # type: ignore[arg-type]  # anything with __float__: numpy scalars, Decimal
+    except (TypeError, ValueError):
+        return value
+
+
 def _json_kind(value: object) -> str:
     if isinstance(value, list):
         return "array"
@@ -357,7 +451,7 @@ def _json_kind(value: object) -> str:
 
 
 def _show(value: object) -> str:
-    return shorten(json.dumps(value, ensure_ascii=False))
+    return shorten(json.dumps(value, ensure_ascii=False, default=repr))
 
 
 def shorten(text: str) -> str:

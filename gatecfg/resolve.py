@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatecfg.errors import InputError, Location, Problem
+from gatecfg.errors import GateFileError, InputError, Location, Problem
 from gatecfg.keys import constraint_key, coordinate_hash, steps_key
 from gatecfg.models import (
     BaseFile,
@@ -163,11 +163,11 @@ class GateTree:
 
     def test(self, name: str) -> ResolvedTest:
         if self.problems:
-            raise InputError(self.problems)
+            raise GateFileError(self.problems)
         found = self.tests.get(name)
         if found is None:
             known = "\n    ".join(sorted(self.tests)) or "(none)"
-            raise InputError.at(
+            raise GateFileError.at(
                 Location(display_path(self.root)),
                 f"no gate file declares `test: {name}`",
                 hint=f"searched {len(self.files)} files under {display_path(self.root)}/; "

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatecfg.band import band
-from gatecfg.evaluate import GateVerdicts, evaluate, judge
 from gatecfg.models import Constraint, Limits
 from gatecfg.resolve import BUILTIN, Policy, ResolvedGate
 from gatecfg.select import Selected
+from gatecfg.verdicts import GateVerdicts, evaluate, judge
 from gatecfg.windows import Baselines, Window
 
 COORDINATE = "c0ffee"

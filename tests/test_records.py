@@ -433,18 +433,21 @@ def test_duplicate_step_across_merged_files_names_both_files(tmp_path: Path) -> 
     )
 
 
+FORMATS_HINT = (
+    "  hint: pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file "
+    "or log folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
+)
+
+
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     path = str(tmp_path / "nope.jsonl")
-    assert _error([path]) == (
-        f"{path}: error: record file not found\n"
-        "  hint: pass the JSON Lines files the training run wrote its metrics to"
-    )
+    assert _error([path]) == f"{path}: error: record file not found\n{FORMATS_HINT}"
 
 
-def test_directory_is_an_input_error(tmp_path: Path) -> None:
+def test_folder_without_a_run_is_an_input_error(tmp_path: Path) -> None:
     assert _error([str(tmp_path)]) == (
-        f"{tmp_path}: error: is a directory, not a record file\n"
-        "  hint: pass the JSON Lines files the training run wrote its metrics to"
+        f"{tmp_path}: error: is a folder that holds neither an MLflow run (metrics/) nor TensorBoard event "
+        f"files\n{FORMATS_HINT}"
     )
 
 

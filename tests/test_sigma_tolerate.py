@@ -12,9 +12,9 @@ import pytest
 from helpers import run_cli
 
 from gatecfg.band import band, min_values, reference, spread
-from gatecfg.evaluate import allowed_failures
 from gatecfg.models import Constraint
 from gatecfg.resolve import load_tree
+from gatecfg.verdicts import allowed_failures
 
 TEST = "tests/e2e/test_x_ci.py"
 METRIC = "train/grad_norm"

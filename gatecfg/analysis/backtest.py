@@ -1,6 +1,6 @@
 """Backtest: replay stored nightly history in time order under a gate tree, with evaluate's own rules.
 
-Each stored run, oldest first, is judged by `gatecfg.evaluate.evaluate` (the same band, `judge` and
+Each stored run, oldest first, is judged by `gatecfg.verdicts.evaluate` (the same band, `judge` and
 `tolerate`) against baselines formed only from the runs before it, with the test's `window`,
 `min_history`, `reference` and `baseline` policy. Trust is decided as evaluate decides it: a trust or
 untrust set by hand wins, else a run is trusted iff no gated coordinate of the replay failed. So a
@@ -31,11 +31,11 @@ import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.band import Band, band
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.store import Store
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.windows import Baselines, Window
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})

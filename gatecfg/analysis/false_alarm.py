@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gatecfg.band import Band, band
-from gatecfg.evaluate import allowed_failures, needed_history
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.store import Store
+from gatecfg.verdicts import allowed_failures, needed_history
 
 Method = Literal["binomial", "empirical"]
 TrialsSource = Literal["declared", "detected"]

@@ -1,4 +1,7 @@
-"""`gatecfg evaluate`, the CI step: record + gates + history -> verdicts, report, exit code."""
+"""`gatecfg evaluate`, the CI step: record + gates + history -> verdicts, report, exit code.
+
+`run_evaluation` is the one evaluator: `gatecfg.evaluate` (the Python API, which the CLI calls too), the
+pytest plugin and `gatecfg demo` all go through it; `print_report` is what the CLI adds."""
 
 from __future__ import annotations
 
@@ -11,22 +14,22 @@ from pathlib import Path
 
 from gatecfg import __version__
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
-from gatecfg.evaluate import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
-from gatecfg.records import read_records
+from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 
 
 @dataclass(frozen=True)
 class Request:
     gates: Path
     test: str
-    records: Sequence[Path]
+    records: Metrics  # {metric: [(step, value), ...]}, or record files
     db: str
     write: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -42,7 +45,7 @@ def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
     resolved = load_tree(req.gates).test(test)
-    record = read_records(req.records)
+    record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
@@ -187,8 +190,8 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
     return "\n".join(body)
 
 
-def evaluate_command(req: Request, outputs: Sequence[Output]) -> int:
-    report = run_evaluation(req)
+def print_report(report: RunReport, outputs: Sequence[Output]) -> int:
+    """The notices, the banner, the reports and the step summary of an evaluation; returns its exit code."""
     for note in report.notes:
         print(f"gatecfg evaluate: {note}", file=sys.stderr)
     if report.warnings:

@@ -22,18 +22,9 @@ def lint(
 ) -> int:
     """Problems of the gate files; with `db` and `max_false_alarm`, also a warning for every gate whose
     estimated false-alarm rate on that history is above the budget (warnings keep exit 0)."""
-    roots, problems = _roots(paths, gates)
-    checked: set[str] = set()
-    tests: dict[str, ResolvedTest] = {}
-    for root, files in roots.items():
-        tree = load_tree(root)
-        checked.update(f for f in tree.files if _selected(f, files))
-        problems.extend(p for p in tree.problems if _selected(p.location.path, files))
-        tests.update((t.file, t) for t in tree.tests.values() if _selected(t.file, files))
+    problems, checked, tests = _check(paths, gates)
     if db is not None and max_false_alarm is not None:
-        problems += _over_budget(list(tests.values()), db, max_false_alarm, labels or {})
-    # Two paths under one root, or a folder and a file in it, must not report an error twice.
-    problems = list(dict.fromkeys(problems))
+        problems += _over_budget(tests, db, max_false_alarm, labels or {})
     output = format_problems(problems, fmt)
     if output:
         print(output)
@@ -45,6 +36,26 @@ def lint(
         summary = f"gatecfg lint: {counted} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
+
+
+def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
+    """The problems of the gate files `paths` select (all under `gates` when none): what `gatecfg.lint`
+    returns and the command prints."""
+    return _check(paths, gates)[0]
+
+
+def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], set[str], list[ResolvedTest]]:
+    """The problems of the selected files (each once), the files checked, and their resolved tests."""
+    roots, problems = _roots(paths, gates)
+    checked: set[str] = set()
+    tests: dict[str, ResolvedTest] = {}
+    for root, files in roots.items():
+        tree = load_tree(root)
+        checked.update(f for f in tree.files if _selected(f, files))
+        problems.extend(p for p in tree.problems if _selected(p.location.path, files))
+        tests.update((t.file, t) for t in tree.tests.values() if _selected(t.file, files))
+    # Two paths under one root, or a folder and a file in it, must not report an error twice.
+    return list(dict.fromkeys(problems)), checked, list(tests.values())
 
 
 def _over_budget(

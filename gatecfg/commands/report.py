@@ -16,12 +16,12 @@ from gatecfg.analysis.plots import Chart, render
 from gatecfg.analysis.regimes import find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
-from gatecfg.evaluate import STATUS_ORDER
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
 from gatecfg.select import step_ranges
 from gatecfg.store import RunRow, Store
 from gatecfg.terminal import stage
+from gatecfg.verdicts import STATUS_ORDER
 
 PAGES = "tests"
 SLUG = re.compile(r"[^A-Za-z0-9._-]+")

@@ -7,11 +7,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
-    from gatecfg.evaluate import GateVerdicts, Verdict
     from gatecfg.rekey import RekeyWarning
+    from gatecfg.verdicts import GateVerdicts, Verdict
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
 
@@ -35,6 +35,9 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class RunReport:
+    """One evaluated run: per-gate results, every step's verdict, re-key warnings and the exit code the
+    CLI would return (0 ok, 1 an enforced gate failed)."""
+
     test: str
     gate_file: str
     series: Mapping[str, str]
@@ -50,6 +53,18 @@ class RunReport:
     def verdicts(self) -> list[Verdict]:
         """Every step's verdict, gate after gate: built on first use, which the JSON report makes."""
         return [v for result in self.results for v in result]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--format json` document as plain values (docs/evaluate.md describes its fields)."""
+        from gatecfg.report.as_json import document
+
+        return document(self)
+
+    def render(self, fmt: str = "text") -> str:
+        """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github."""
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(FORMATS)}")
+        return render(self, fmt)
 
     def counts(self) -> Counter[str]:
         total: Counter[str] = Counter()

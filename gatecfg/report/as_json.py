@@ -8,8 +8,8 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from gatecfg.band import tidy
-from gatecfg.evaluate import GateVerdicts, Verdict
 from gatecfg.report import RunReport
+from gatecfg.verdicts import GateVerdicts, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -57,8 +57,12 @@ def outcome_json(o: GateVerdicts) -> dict[str, Any]:
 
 
 def render_json(report: RunReport) -> str:
+    return dumps_indented(document(report))
+
+
+def document(report: RunReport) -> dict[str, Any]:
     run = report.run
-    document = {
+    return {
         "version": SCHEMA_VERSION,
         "test": report.test,
         "series": dict(report.series),
@@ -79,7 +83,6 @@ def render_json(report: RunReport) -> str:
         "warnings": [w.as_json() for w in report.warnings],
         "exit_code": report.exit_code,
     }
-    return dumps_indented(document)
 
 
 def dumps_indented(value: Any) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from itertools import islice
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import Status, Verdict
 from gatecfg.report import RunReport, band_text, role, step_label
+from gatecfg.verdicts import Status, Verdict
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
 DETAIL_ROWS = 50

@@ -9,9 +9,9 @@ from rich import box
 from rich.table import Table
 
 from gatecfg.band import fmt
-from gatecfg.evaluate import STATUS_ORDER, GateVerdicts, Verdict
 from gatecfg.report import RunReport, band_text, role, step_label
 from gatecfg.terminal import text_console
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
 DETAIL_ROWS_PER_GATE = 10
 

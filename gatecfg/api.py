@@ -1,0 +1,92 @@
+"""The Python API that `gatecfg` exports: evaluate a run, load the gate tree, lint gate files.
+
+The CLI calls these same functions (`gatecfg evaluate` is `evaluate` plus printing), so a report from
+Python and from the command line are the same document. Heavy modules load on first call, not on
+`import gatecfg`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gatecfg.errors import GateFileError
+
+if TYPE_CHECKING:
+    from gatecfg.errors import Problem
+    from gatecfg.records import Metrics
+    from gatecfg.report import RunReport
+    from gatecfg.resolve import GateTree
+
+StrPath = str | os.PathLike[str]
+
+
+def evaluate(
+    test: str,
+    metrics: Metrics,
+    *,
+    gates: StrPath = "gates",
+    db: str | None = None,
+    write: bool = False,
+    run_id: str | None = None,
+    commit: str | None = None,
+    series: Mapping[str, str] | None = None,
+    branch: str | None = None,
+    url: str | None = None,
+    require_history: bool = False,
+) -> RunReport:
+    """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
+
+    `metrics` is `{metric: [(step, value), ...]}` or record files (a path or a list of paths, in any
+    supported format). `db` defaults to `$GATECFG_DB_URL`, else `.gatecfg/history.db`; a bare path is a
+    SQLite file. With `write`, the run is stored (the nightly). Provenance not given is read from the CI
+    environment, as the CLI does; `GATECFG_ENFORCE=0` turns enforced gates into shadow gates here too.
+    A store that does not exist is a `StoreError` unless `write` (which creates a SQLite store); with
+    `require_history` (or the policy field), no stored run of the series makes `exit_code` 1.
+
+    Raises `GateFileError` (invalid gate files, or none for `test`), `RecordError` (invalid metrics),
+    `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
+    written), each with the message the CLI prints.
+    """
+    from gatecfg.cli import db_url
+    from gatecfg.commands.evaluate import Request, run_evaluation
+
+    return run_evaluation(
+        Request(
+            gates=Path(gates),
+            test=test,
+            records=metrics,
+            db=db_url(db),
+            write=write,
+            labels=dict(series or {}),
+            run_id=run_id,
+            commit=commit,
+            branch=branch,
+            url=url,
+            enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+            require_history=require_history,
+        )
+    )
+
+
+def load_gates(root: StrPath = "gates") -> GateTree:
+    """Every gate file under `root` resolved: `tree.tests[test].gates`, each gate's literals with the
+    `file:line` they came from (`gate.sources`). Raises `GateFileError` listing every problem."""
+    from gatecfg.resolve import load_tree
+
+    tree = load_tree(Path(root))
+    if tree.problems:
+        raise GateFileError(tree.problems)
+    return tree
+
+
+def lint(paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath = "gates") -> list[Problem]:
+    """The problems `gatecfg lint` reports for these files or folders (default: the whole `gates` tree),
+    errors and warnings, sorted by file and line. An empty list means the files are valid."""
+    from gatecfg.commands.lint import find_problems
+
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    problems = find_problems([Path(p) for p in given], gates=Path(gates))
+    return sorted(problems, key=lambda p: (p.location, p.dotted, p.message))

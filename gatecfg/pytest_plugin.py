@@ -1,0 +1,201 @@
+"""The pytest plugin (entry point `pytest11`): a test logs its metrics into `gate_metrics`, and when the
+test's body has passed, the gate file whose `test:` is that test's file (relative to the rootdir) judges
+them through `gatecfg.evaluate`.
+
+Off unless asked for: without `--gatecfg-gates DIR` (or `gatecfg_gates` in the ini file) the fixture only
+collects, and the terminal summary says which tests went ungated. An enforced failure fails the test with
+one line per gate; shadow failures and re-key warnings go to the terminal summary; each gate's status is a
+JUnit property. What the summary needs travels in the reports' `user_properties`, so it works under
+pytest-xdist. Nothing of gatecfg beyond this module loads in a session that does not gate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
+
+# user_properties names: one per gate ("gatecfg:<metric>", its status and role) and the summary's lines.
+_GATE = "gatecfg:"
+_SHADOW = "gatecfg-shadow-failure"
+_REKEY = "gatecfg-rekey"
+_UNGATED = "gatecfg-ungated"
+
+
+@dataclass
+class GateMetrics:
+    """What a test logged for gatecfg: points by metric, and record files (any `--record` format)."""
+
+    points: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def log(self, metric: str, step: int, value: float) -> None:
+        """One value of a metric at a step, as `gatecfg.evaluate` takes it (numpy numbers are fine)."""
+        self.points.setdefault(metric, []).append((step, value))
+
+    def log_row(self, row: Mapping[str, float], *, step: int) -> None:
+        """Several metrics at one step, e.g. the dict a training loop hands its logger."""
+        for metric, value in row.items():
+            self.log(metric, step, value)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """A record file (or TensorBoard log folder, or MLflow run folder) the training run wrote."""
+        self.files.append(Path(path))
+
+    def __bool__(self) -> bool:
+        return bool(self.points or self.files)
+
+
+_METRICS = pytest.StashKey[GateMetrics]()
+_SETTINGS = pytest.StashKey["_Settings"]()
+
+
+@dataclass(frozen=True)
+class _Settings:
+    gates: Path | None  # None: gating is off
+    db: str | None
+    write: bool
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gatecfg", "gatecfg history gates")
+    group.addoption(
+        "--gatecfg-gates",
+        metavar="DIR",
+        help="gate the metrics tests log into `gate_metrics` with the gate files under DIR "
+        "(default: off, or the ini's gatecfg_gates)",
+    )
+    group.addoption(
+        "--gatecfg-db",
+        metavar="URL",
+        help="history store (default: the ini's gatecfg_db, else $GATECFG_DB_URL, else .gatecfg/history.db)",
+    )
+    group.addoption(
+        "--gatecfg-write",
+        action="store_true",
+        default=None,
+        help="store each gated run into history (nightlies only; default: the ini's gatecfg_write)",
+    )
+    parser.addini("gatecfg_gates", "gates root for gate_metrics, relative to the rootdir (turns gating on)")
+    parser.addini("gatecfg_db", "history store URL for gate_metrics")
+    parser.addini("gatecfg_write", "store gated runs into history", type="bool", default=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    option: str | None = config.getoption("gatecfg_gates")
+    ini = str(config.getini("gatecfg_gates") or "")
+    if option:
+        gates: Path | None = config.invocation_params.dir / option
+    else:
+        gates = config.rootpath / ini if ini else None
+    db: str | None = config.getoption("gatecfg_db") or str(config.getini("gatecfg_db") or "") or None
+    write = config.getoption("gatecfg_write")
+    config.stash[_SETTINGS] = _Settings(
+        gates=gates, db=db, write=bool(config.getini("gatecfg_write") if write is None else write)
+    )
+    config.pluginmanager.register(_Summary(), "gatecfg-summary")
+
+
+@pytest.fixture
+def gate_metrics(request: pytest.FixtureRequest) -> GateMetrics:
+    """Log a test's metrics here; its gate file judges them when the test's body has passed."""
+    metrics = GateMetrics()
+    request.node.stash[_METRICS] = metrics
+    return metrics
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    # After the body: a test that failed by itself is not judged (and never written into history).
+    yield
+    metrics = item.stash.get(_METRICS, None)
+    if metrics:
+        _gate(item, metrics)
+
+
+def _test_name(item: pytest.Item) -> str:
+    """The test's file as gate files write `test:`: relative to the rootdir, with `/`."""
+    try:
+        return item.path.relative_to(item.config.rootpath).as_posix()
+    except ValueError:
+        return item.path.as_posix()
+
+
+def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
+    settings = item.config.stash[_SETTINGS]
+    test = _test_name(item)
+    if settings.gates is None:
+        item.user_properties.append((_UNGATED, test))
+        return
+    from gatecfg.api import evaluate
+    from gatecfg.errors import GatecfgError
+    from gatecfg.records import read_records
+
+    try:
+        record = read_records(metrics.files, metrics.points)
+        report = evaluate(test, record, gates=settings.gates, db=settings.db, write=settings.write)
+    except GatecfgError as exc:
+        pytest.fail(f"gatecfg: {exc}", pytrace=False)
+    failed = _record(item, test, report)
+    if failed:
+        pytest.fail("\n".join([f"gatecfg: enforced gate failed ({test})", *failed]), pytrace=False)
+
+
+def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
+    """Properties for JUnit and the terminal summary; the lines of the enforced failures."""
+    from gatecfg.report import role, step_label
+
+    failed: list[str] = []
+    for result in report.results:
+        item.user_properties.append((_GATE + result.gate.metric, f"{result.status} ({role(result)})"))
+        if not result.blocks_trust:
+            continue
+        first = next(result.where("fail", "error"))
+        line = (
+            f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.reason}; "
+            f"first at step {step_label(first)}: {first.reason}"
+        )
+        if result.fails_job:
+            failed.append(line)
+        else:
+            item.user_properties.append((_SHADOW, f"{test}: {line.strip()}"))
+    for warning in report.warnings:
+        item.user_properties.append((_REKEY, f"{test}: {warning.message}"))
+    return failed
+
+
+class _Summary:
+    """Collects the summary's lines from every test's report, where the terminal is (in the controller
+    under xdist, which receives the workers' reports with their user_properties)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            kinds = (_SHADOW, _REKEY, _UNGATED)
+            self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.lines:
+            return
+        terminalreporter.write_sep("=", "gatecfg")
+        for kind, title in ((_SHADOW, "shadow gates failed (reported, not fatal)"), (_REKEY, "RE-KEY")):
+            texts = [text for name, text in self.lines if name == kind]
+            if texts:
+                terminalreporter.write_line(f"{title}:", yellow=True, bold=True)
+                for text in texts:
+                    terminalreporter.write_line(f"  {text}")
+        ungated = sorted({text for name, text in self.lines if name == _UNGATED})
+        if ungated:
+            terminalreporter.write_line(
+                f"{len(ungated)} test(s) logged gate_metrics but were not gated: pass --gatecfg-gates DIR "
+                "(or set gatecfg_gates in the ini file): " + ", ".join(ungated)
+            )

@@ -1,0 +1,238 @@
+"""Logger formats for `--record`, detected from the file's content: TensorBoard event files, a Weights &
+Biases history export (CSV or a JSON array of rows with `_step`), and an MLflow file store run.
+
+Each reader feeds the points into the records builder, so a record in any format is judged exactly as the
+equivalent JSON Lines, with the same errors at `file:line` (`file:N` with N the record's number in a
+TensorBoard file or a JSON array). Only TensorBoard's binary format needs a library (its own record reader
+and compat layers, in the `tensorboard` extra); W&B exports and MLflow's metric files are text, read with
+the standard library.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from gatecfg.errors import Location, RecordError
+from gatecfg.records import RECORD_HINT, read_record_text
+
+if TYPE_CHECKING:
+    from gatecfg.records import _Builder
+
+Kind = Literal["jsonl", "tensorboard", "wandb-csv", "wandb-json", "mlflow"]
+
+# A TFRecord starts with an 8-byte length and a 4-byte CRC; an event file's first record names the format.
+_TB_MARK = b"brain.Event:"
+_MLFLOW_LINE = re.compile(r"-?\d+ \S+( -?\d+)?")
+_STEP_CELL_HINT = "every row of a W&B history export has its step in the `_step` column"
+_TB_HINT = "pip install 'gatecfg[tensorboard]' (TensorBoard's own reader reads the event files)"
+
+
+def sniff(path: str) -> Kind:
+    """The format of a record file or folder, from what it holds (a folder's event files by their name)."""
+    given = Path(path)
+    if given.is_dir():
+        if (given / "metrics").is_dir() or _inside_metrics(given) is not None:
+            return "mlflow"
+        if _event_files(given):
+            return "tensorboard"
+        raise RecordError.at(
+            Location(path),
+            "is a folder that holds neither an MLflow run (metrics/) nor TensorBoard event files",
+            hint=RECORD_HINT,
+        )
+    try:
+        with given.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return "jsonl"  # reading it as JSON Lines reports the missing or unreadable file
+    if _TB_MARK in head[12:64]:
+        return "tensorboard"
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    first = text.split("\n", 1)[0].strip()
+    if re.match(r"\[\s*[{\]]", text):  # an array of rows; a JSON Lines file holds objects, one a line
+        return "wandb-json"
+    if not text.startswith("{") and "_step" in next(csv.reader([first]), []):
+        return "wandb-csv"
+    if _MLFLOW_LINE.fullmatch(first):
+        return "mlflow"
+    return "jsonl"
+
+
+def read(kind: Kind, path: str, builder: _Builder) -> None:
+    if kind == "tensorboard":
+        _tensorboard(path, builder)
+    elif kind == "wandb-csv":
+        _wandb_csv(path, builder)
+    elif kind == "wandb-json":
+        _wandb_json(path, builder)
+    elif kind == "mlflow":
+        _mlflow(path, builder)
+    else:
+        raise AssertionError(kind)
+
+
+def _event_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*tfevents*") if p.is_file())
+
+
+def _tensorboard(path: str, builder: _Builder) -> None:
+    try:
+        import tensorboard  # noqa: F401  # the extra; its reader's parts load where they are used
+    except ImportError:
+        raise RecordError.at(
+            Location(path),
+            "is a TensorBoard event record, and the tensorboard extra is not installed",
+            hint=_TB_HINT,
+        ) from None
+    from tensorboard.util import tensor_util
+
+    given = Path(path)
+    files = [str(f) for f in _event_files(given)] if given.is_dir() else [path]
+    for file in files:
+        builder.add_file(file)
+        for number, event in _events(file):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name != "scalars":
+                    continue  # histograms, images, text: not metrics a gate reads
+                array = tensor_util.make_ndarray(value.tensor)
+                logged: object = float(array) if array.size == 1 else array.tolist()
+                builder.add_point(value.tag, event.step, logged, Location(file, number))
+
+
+def _events(file: str) -> Iterator[tuple[int, Any]]:
+    """Each event of a file with its record number, brought to today's form: a scalar is a tensor of the
+    `scalars` plugin whether tf.summary, tensorboardX or torch wrote it (a float32 `simple_value`, or a
+    tensor). TensorBoard's `EventFileLoader` does the same with these same parts, but stops without a word
+    at a truncated or corrupt record, and a gate would judge part of a run."""
+    from google.protobuf.message import DecodeError
+    from tensorboard import data_compat, dataclass_compat
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
+
+    reader = pywrap_tensorflow.PyRecordReader_New(file)
+    first_metadata: dict[str, Any] = {}  # per tag, as dataclass_compat keeps it across a run
+    for number in itertools.count(1):
+        try:
+            reader.GetNext()
+            event = event_pb2.Event.FromString(reader.record())
+        except errors.OutOfRangeError:
+            return
+        except (errors.DataLossError, DecodeError) as exc:
+            damage = "truncated" if "truncated" in str(exc) else "corrupt"
+            raise RecordError.at(
+                Location(file, number),
+                f"event record {number} is {damage}",
+                hint="a writer killed mid-write, or a damaged copy; the run's metrics are not all there",
+            ) from None
+        for migrated in dataclass_compat.migrate_event(data_compat.migrate_event(event), first_metadata):
+            yield number, migrated
+
+
+def _cell(text: str) -> object:
+    """A CSV cell as the JSON value it spells (numbers, NaN, Infinity), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _wandb_csv(path: str, builder: _Builder) -> None:
+    text = read_record_text(path)
+    builder.add_file(path)
+    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    for row in reader:
+        location = Location(path, reader.line_num)
+        if None in row:
+            raise RecordError.at(
+                location,
+                f"the row has more cells than the header's {len(reader.fieldnames or [])}",
+                hint="export the run's history again: each row needs one cell per column",
+            )
+        # An empty cell is a metric not logged at this step (W&B histories are sparse).
+        values = {key: _cell(cell) for key, cell in row.items() if key is not None and cell not in ("", None)}
+        if "_step" not in values:
+            raise RecordError.at(
+                location, "the row has no `_step`", dotted="_step", hint="every row needs its step"
+            )
+        builder.add_row(values, location)
+
+
+def _wandb_json(path: str, builder: _Builder) -> None:
+    text = read_record_text(path)
+    builder.add_file(path)
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError.at(
+            Location(path, exc.lineno, exc.colno),
+            f"malformed JSON: {exc.msg}",
+            hint='a W&B history export is a JSON array of rows, e.g. [{"_step": 0, "train/loss": 2.3}]',
+        ) from None
+    except (RecursionError, ValueError):
+        raise RecordError.at(
+            Location(path), "malformed JSON: nested too deeply or a number too long"
+        ) from None
+    for number, row in enumerate(rows, start=1):
+        location = Location(path, number)
+        if type(row) is not dict or not ("_step" in row or "step" in row):
+            raise RecordError.at(
+                location,
+                f"record {number} is not a row with `_step`",
+                hint='each element is a row of the history, e.g. {"_step": 3, "train/loss": 1.9}',
+            )
+        # pandas writes a metric not logged at a step as null: not a point, as an empty CSV cell.
+        builder.add_row({k: v for k, v in row.items() if v is not None}, location)
+
+
+def _inside_metrics(path: Path) -> Path | None:
+    """The `metrics` folder of an MLflow run that `path` is in, or None."""
+    for parent in (path, *path.parents):
+        if parent.name == "metrics":
+            return parent
+    return None
+
+
+def _mlflow(path: str, builder: _Builder) -> None:
+    """A run's metric files: `metrics/<key>` (a key with `/` is a subfolder), lines `timestamp value step`."""
+    given = Path(path)
+    root = given / "metrics" if (given / "metrics").is_dir() else _inside_metrics(given) or given.parent
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if given.is_dir() else [given]
+    for file in files:
+        shown = str(file)
+        metric = file.relative_to(root).as_posix()
+        builder.add_file(shown)
+        for number, line in enumerate(read_record_text(shown).split("\n"), start=1):
+            if not line.strip():
+                continue
+            location = Location(shown, number)
+            fields = line.split()
+            if len(fields) not in (2, 3):
+                raise RecordError.at(
+                    location,
+                    f"has {len(fields)} fields, not `timestamp value step`",
+                    dotted=metric,
+                    hint="an MLflow metric file has one `timestamp value step` line per logged point",
+                )
+            step: object = fields[2] if len(fields) == 3 else "0"  # MLflow reads a line without step as 0
+            builder.add_point(metric, _integer(step), _number(fields[1]), location)
+
+
+def _integer(text: object) -> object:
+    try:
+        return int(str(text))
+    except ValueError:
+        return text
+
+
+def _number(text: str) -> object:
+    try:
+        return float(text)  # MLflow writes Python's repr: 0.5, nan, inf, -inf
+    except ValueError:
+        return text

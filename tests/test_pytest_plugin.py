@@ -1,0 +1,185 @@
+"""The pytest plugin, end to end with `pytester`: a project with two e2e tests, one regressed, fails exactly
+the regressed one with its reason, serially and under pytest-xdist."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from helpers import REPO, run_cli
+
+import gatecfg
+
+pytest_plugins = ["pytester"]
+
+BASE = """\
+version: 1
+defaults:
+  train/loss:
+    steps: all
+    constraint: {rel_up: 0.1, abs_floor_up: 0.05}
+  eval/score:
+    steps: last
+    constraint: {rel_down: 0.05}
+policy:
+  window: 20
+  min_history: 3
+"""
+GOOD = "tests/e2e/test_good_ci.py"
+REGRESSED = "tests/e2e/test_regressed_ci.py"
+# Each e2e test logs a loss per step with the fixture and loads its eval score from a JSON Lines file.
+E2E_TEST = """\
+import json
+
+def test_train(gate_metrics, tmp_path):
+    for step, loss in enumerate({losses}):
+        gate_metrics.log_row({{"train/loss": loss}}, step=step)
+    record = tmp_path / "eval.jsonl"
+    record.write_text(json.dumps({{"_step": 9, "eval/score": {score}}}))
+    gate_metrics.load(record)
+"""
+NIGHTLY_LOSSES = [[3.0, 2.0, 1.50], [3.02, 2.01, 1.52], [2.98, 1.99, 1.49], [3.01, 2.0, 1.51]]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """Gate files, four trusted nightlies of both tests in history, and the two tests: the regressed one's
+    loss doubled at step 2 (enforced); the good one's eval score dropped (a shadow gate)."""
+    gates = pytester.path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text(BASE)
+    (gates / "good.yaml").write_text(
+        f"test: {GOOD}\ngates:\n  train/loss:\n    enforce: true\n  eval/score:\n"
+    )
+    (gates / "regressed.yaml").write_text(f"test: {REGRESSED}\ngates:\n  train/loss:\n    enforce: true\n")
+    db = str(pytester.path / "history.db")
+    for night, losses in enumerate(NIGHTLY_LOSSES):
+        for test in (GOOD, REGRESSED):
+            points = {"train/loss": list(enumerate(losses)), "eval/score": [(9, 0.8)]}
+            report = gatecfg.evaluate(test, points, gates=gates, db=db, write=True, run_id=f"{night}:{test}")
+            assert report.run.trusted
+    pytester.makeini("[pytest]\ngatecfg_db = history.db\n")
+    pytester.makepyfile(
+        **{
+            GOOD.removesuffix(".py"): E2E_TEST.format(losses=[3.0, 2.01, 1.5], score=0.6),
+            REGRESSED.removesuffix(".py"): E2E_TEST.format(losses=[3.0, 2.0, 3.1], score=0.8),
+        }
+    )
+    return pytester
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_fails_exactly_the_regressed_test_with_its_reason(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf", *workers
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= FAILURES =*",
+            "*_ test_train _*",
+            f"gatecfg: enforced gate failed ({REGRESSED})",
+            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing; first at step 2: cur=3.1 vs "
+            "mean=1.505 (n=4) outside [-inf, 1.6555]",
+            "*= gatecfg =*",
+            "shadow gates failed (reported, not fatal):",
+            f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing; first at step last: cur=0.6 vs "
+            "mean=0.8 (n=4) outside [0.76, inf]",
+            "*= short test summary info =*",
+            f"FAILED {REGRESSED}::test_train - Failed: gatecfg: enforced*",
+        ]
+    )
+    assert f"FAILED {GOOD}" not in result.stdout.str()
+
+
+def test_docs_show_the_output_of_a_real_run(project: pytest.Pytester) -> None:
+    text = (REPO / "docs" / "pytest.md").read_text(encoding="utf-8")
+    [shown] = re.findall(r"```text\n(.*?)```", text, re.DOTALL)
+    result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
+    lines = shown.rstrip("\n").split("\n")
+    # The timing differs from run to run; blank lines are not matched by fnmatch_lines.
+    expected = [re.sub(r" in [\d.]+s ", " in *s ", line) for line in lines if line]
+    result.stdout.fnmatch_lines(expected, consecutive=False)
+
+
+def test_nothing_is_written_unless_asked(project: pytest.Pytester) -> None:
+    def stored_runs() -> int:
+        history = run_cli("history", "--test", GOOD, "--metric", "train/loss", "--step", "0",
+                          "--db", project.path / "history.db", "--format", "json")  # fmt: skip
+        return len(json.loads(history.out))
+
+    project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider")
+    assert stored_runs() == 4
+    project.runpytest_subprocess("--gatecfg-gates", "gates", "--gatecfg-write", "-p", "no:cacheprovider")
+    assert stored_runs() == 5
+
+
+def test_junit_has_a_property_per_gate(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--junitxml", "junit.xml", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    cases = {case.get("classname"): case for case in ET.parse(project.path / "junit.xml").iter("testcase")}
+    properties = {
+        name: {
+            p.get("name"): p.get("value")
+            for p in case.iter("property")
+            if p.get("name", "").startswith("gatecfg:")
+        }
+        for name, case in cases.items()
+    }
+    assert properties == {
+        "tests.e2e.test_good_ci": {
+            "gatecfg:train/loss": "pass (enforced)",
+            "gatecfg:eval/score": "fail (shadow)",
+        },
+        "tests.e2e.test_regressed_ci": {"gatecfg:train/loss": "fail (enforced)"},
+    }
+
+
+def test_off_unless_asked_for(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [f"2 test(s) logged gate_metrics but were not gated: pass --gatecfg-gates DIR*: {GOOD}, {REGRESSED}"]
+    )
+
+
+def test_ini_option_turns_gating_on(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\ngatecfg_gates = gates\ngatecfg_db = history.db\n")
+    project.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1, failed=1)
+
+
+def test_rekey_warning_in_the_summary(project: pytest.Pytester) -> None:
+    base = project.path / "gates" / "base.yaml"
+    base.write_text(base.read_text().replace("rel_up: 0.1,", "rel_up: 0.2,"))
+    result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)  # cold: the new key has no history, so nothing can fail
+    result.stdout.fnmatch_lines(["RE-KEY:", f"  {GOOD}: train/loss re-keyed (constraint.rel_up: 0.1 -> 0.2*"])
+
+
+def test_a_test_without_a_gate_file_fails_with_the_cli_message(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        **{"tests/e2e/test_new_ci": "def test_new(gate_metrics):\n    gate_metrics.log('train/loss', 0, 1)\n"}
+    )
+    result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        ["gatecfg: gates: error: no gate file declares `test: tests/e2e/test_new_ci.py`"]
+    )  # fmt: skip
+
+
+def test_a_test_that_fails_by_itself_is_not_judged(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        **{
+            REGRESSED.removesuffix(".py"): "def test_train(gate_metrics):\n"
+            "    gate_metrics.log('train/loss', 0, 99.0)\n    assert False, 'the training crashed'\n"
+        }
+    )
+    result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
+    result.stdout.fnmatch_lines([f"FAILED {REGRESSED}::test_train - AssertionError: the train*"])
+    assert "enforced gate failed" not in result.stdout.str()
