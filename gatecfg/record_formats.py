@@ -58,11 +58,19 @@ def sniff(path: str) -> Kind:
     first = text.split("\n", 1)[0].strip()
     if re.match(r"\[\s*[{\]]", text):  # an array of rows; a JSON Lines file holds objects, one a line
         return "wandb-json"
-    if not text.startswith("{") and "_step" in next(csv.reader([first]), []):
+    if not text.startswith("{") and "_step" in _csv_fields(first):
         return "wandb-csv"
     if _MLFLOW_LINE.fullmatch(first):
         return "mlflow"
     return "jsonl"
+
+
+def _csv_fields(line: str) -> list[str]:
+    """The fields of a CSV header line; none for a line the csv module rejects (a stray carriage return)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return []
 
 
 def read(kind: Kind, path: str, builder: _Builder) -> None:

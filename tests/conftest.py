@@ -11,15 +11,20 @@ import pytest
 import sqlalchemy as sa
 from rekey_helpers import make_repo
 
+from gatecfg import terminal
 from gatecfg.store import Store
 
 PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
 
 
+REPORT_WIDTH = 200
+
+
 @pytest.fixture(autouse=True)
 def report_width(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Text reports fit the terminal (COLUMNS wins); tests read them at one width, whatever runs them."""
-    monkeypatch.setenv("COLUMNS", "200")
+    """Text reports fit the terminal; in-process tests read them at one width, whatever terminal runs
+    them (tests/test_terminal.py checks the width itself)."""
+    monkeypatch.setattr(terminal, "width", lambda: REPORT_WIDTH)
 
 
 @pytest.fixture(

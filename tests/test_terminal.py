@@ -17,6 +17,8 @@ from helpers import run_cli, subprocess_env
 from gatecfg import terminal
 from gatecfg.commands.report import _slug
 
+WIDTH = terminal.width  # conftest fixes the width for every other test; these check the real one
+
 TEST = "tests/e2e/test_eight_ci.py"
 BASE = (
     "version: 1\ndefaults:\n  train/grad_norm: {steps: all, constraint: {rel_up: 0.5, abs_floor_up: 0.1}}\n"
@@ -77,6 +79,7 @@ def test_failing_steps_keep_a_row_each(tmp_path: Path, gates: Path, db: str) -> 
 def test_the_text_report_fits_the_terminal(
     tmp_path: Path, gates: Path, db: str, monkeypatch: pytest.MonkeyPatch, columns: int
 ) -> None:
+    monkeypatch.setattr(terminal, "width", WIDTH)
     monkeypatch.setenv("COLUMNS", str(columns))
     out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
     assert max(len(line) for line in out.splitlines()) <= columns
