@@ -6,7 +6,7 @@ import hashlib
 import shutil
 import sys
 from importlib import resources
-from importlib.abc import Traversable
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ruamel.yaml import YAML
