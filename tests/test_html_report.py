@@ -7,9 +7,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import run_cli
 from test_import import EVAL, MERGES, REWARD, TEST, Scenario, import_scenario, sha, write_scenario
+from test_regimes import _nights
+
+from gatecfg.analysis.plots import Chart, render
+from gatecfg.analysis.regimes import find_regimes
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((found for name in BROWSERS if (found := shutil.which(name))), None)
@@ -175,3 +180,16 @@ def test_help_text_shows_an_example(command: str, capsys: pytest.CaptureFixture[
         parser.parse_args([command, "--help"])
     shown = capsys.readouterr().out
     assert f"example:\n  gatecfg {command} " in shown
+
+
+def test_a_drift_is_drawn_as_a_slope_and_labelled_with_its_kind() -> None:
+    rng = np.random.default_rng(41)
+    values = list(0.3 + 0.01 * (np.r_[np.zeros(80), np.arange(1, 201) * 10 / 200] + rng.normal(0, 1, 280)))
+    nights = _nights(values, [f"c{i:03d}" for i in range(280)])
+    found = find_regimes("m", -1, nights)
+    assert [r.kind for r in found.regimes] == ["level", "drift"]
+    svg = render(Chart("m", "salt", nights, found, {}), "svg").decode("utf-8")
+    assert "drift (slope)" in svg  # the legend of the line drawn along the drift
+    assert f" {found.regimes[1].first_commit} drift" in svg  # the label of the boundary that opened it
+    flat = render(Chart("m", "salt", nights[:80], find_regimes("m", -1, nights[:80]), {}), "svg")
+    assert b"drift (slope)" not in flat

@@ -9,9 +9,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import run_cli
 from test_import import EVAL, GATE_FILE, REWARD, TEST, Scenario, import_scenario, write_scenario
+from test_regimes import _steps_gates, _store_steps
 
 from gatecfg.analysis import limits_edit
 from gatecfg.analysis.limits_edit import COMMENT_PREFIX, LimitsEdit, apply_edit, write_limits
@@ -305,3 +307,24 @@ def test_outward_rounding_never_tightens_a_limit() -> None:
     assert outward(-1234.56, "min") == -1235.0
     assert outward(1234.0, "max") == 1234.0
     assert outward(0.0, "min") == 0.0
+
+
+def test_a_drifting_current_regime_gets_no_limits_and_the_reason_in_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(31)
+    values = 1.0 + 0.01 * (np.r_[np.zeros(60), np.arange(1, 141) * 10 / 140] + rng.normal(0, 1, 200))
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    _store_steps(db, {0: list(values)})
+    args = ("rebaseline", "--test", TEST, "--metric", "train/grad_norm", "--gates", _steps_gates(tmp_path))
+    result = run_cli(*args, "--db", db)
+    assert result.code == 0, result.err
+    refusal = [line for line in result.out.splitlines() if "no limits proposed" in line]
+    assert len(refusal) == 1
+    assert re.search(
+        r"^train/grad_norm: no limits proposed: the current regime \(\d+ runs since r\d+ at c\d+\) "
+        r"drifts by \+[0-9.e-]+/night \(\+[0-9.e-]+ so far\)",
+        refusal[0],
+    )
+    assert "--last N or --since REV" in refusal[0]
+    assert "limits  " not in result.out
+    chosen = run_cli(*args, "--db", db, "--last", "10", "--format", "json")
+    assert json.loads(chosen.out)["gates"][0]["new"]  # runs chosen by hand: the proposal is made

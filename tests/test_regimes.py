@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import run_cli
+from regimes_grid import (
+    NOISES,
+    Score,
+    drift_series,
+    found_of,
+    level_series,
+    spread_series,
+    step_series,
+)
 from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_scenario
 
-from gatecfg.analysis.changepoints import MIN_REGIME, detect, noise_scale
+from gatecfg.analysis import changepoints
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, detect, noise_scale
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -33,68 +44,23 @@ REGIME_KEYS = [
     "spread",
     "shift_abs",
     "shift_pct",
+    "kind",
+    "start_interval",
+    "slope",
+    "drift_total",
+    "spread_ratio",
 ]
-TOLERANCE = 2  # a found change point within this many nights of a true one counts as that one
-
-
-def generated(
-    rng: np.random.Generator, *, shift: float, noise: str, length: int, outliers: float, regimes: int = 5
-) -> tuple[np.ndarray, list[int]]:
-    """A nightly series of `regimes` levels `shift` sigmas apart (random direction), each about `length`
-    nights long (+-30%), Gaussian or Student-t(3) noise of unit variance, and a fraction of outlier nights
-    6 to 10 sigmas off. Returns the series (around 0.3, sigma 0.01) and the true regime starts."""
-    lengths = [max(MIN_REGIME, round(length * rng.uniform(0.7, 1.3))) for _ in range(regimes)]
-    level, values, starts = 0.0, [], []
-    for i, count in enumerate(lengths):
-        if i:
-            level += shift * rng.choice([-1, 1])
-            starts.append(len(values))
-        noise_draw = rng.normal(0, 1, count) if noise == "gauss" else rng.standard_t(3, count) / np.sqrt(3)
-        values.extend(level + noise_draw)
-    series = np.array(values)
-    hits = rng.choice(series.size, round(outliers * series.size), replace=False)
-    series[hits] += rng.choice([-1, 1], hits.size) * rng.uniform(6, 10, hits.size)
-    return 0.3 + 0.01 * series, starts
-
-
-def matched(found: list[int], truth: list[int]) -> int:
-    """True change points found within TOLERANCE, each found one used once."""
-    used: set[int] = set()
-    hits = 0
-    for t in truth:
-        near = [f for f in found if abs(f - t) <= TOLERANCE and f not in used]
-        if near:
-            used.add(min(near, key=lambda f: abs(f - t)))
-            hits += 1
-    return hits
-
-
-@dataclass
-class Score:
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
 
 
 def score_grid(shifts: list[float], lengths: list[int], reps: int, seed: int) -> Score:
+    """Level shifts found among the regime starts of any kind (a drift or spread start where a level shift
+    happened counts against precision)."""
     rng = np.random.default_rng(seed)
     score = Score()
-    for shift, noise, length, outliers in itertools.product(shifts, ["gauss", "t3"], lengths, [0.0, 0.03]):
+    for shift, noise, length, outliers in itertools.product(shifts, NOISES, lengths, [0.0, 0.03]):
         for _ in range(reps):
-            series, truth = generated(rng, shift=shift, noise=noise, length=length, outliers=outliers)
-            found = [s for s in detect(series).starts if s]
-            hits = matched(found, truth)
-            score.tp += hits
-            score.fp += len(found) - hits
-            score.fn += len(truth) - hits
+            series, truth = level_series(rng, shift=shift, noise=noise, length=length, outliers=outliers)
+            score.add(found_of(series).starts, truth)
     return score
 
 
@@ -107,7 +73,7 @@ def test_clear_shifts_are_found_at_their_night_despite_noise_tails_and_outliers(
 
 
 def test_two_sigma_shifts_over_long_regimes_are_mostly_found() -> None:
-    # Measured at this seed: precision 0.93, recall 0.92.
+    # Measured at this seed: precision 0.93, recall 0.91 (before drifts were told apart: 0.93, 0.92).
     score = score_grid([2.0], [20, 50], reps=15, seed=12)
     assert score.precision >= 0.9
     assert score.recall >= 0.85
@@ -381,3 +347,117 @@ def test_ten_thousand_nights_are_segmented_in_seconds() -> None:
     assert detection.starts == (0, 2000, 4000, 6000, 8000)
     # The C search takes ~0.5 s here; ruptures' pure-Python Pelt took 448 s on the same series.
     assert elapsed < 20
+
+
+def test_pure_drifts_are_one_drift_regime_without_a_level_shift() -> None:
+    # A flat lead, then 3 to 10 sigma over 100 to 300 nights. Measured at this seed: 0.82 (the issue's
+    # target is 0.9 over 2-10 sigma; benchmarks/regimes_grid.py has the full grid and where it falls short).
+    rng = np.random.default_rng(21)
+    found = [
+        found_of(drift_series(rng, total=total, length=length, noise=noise))
+        for total, length, noise in itertools.product([3.0, 5.0, 10.0], [100, 300], NOISES)
+        for _ in range(6)
+    ]
+    one_drift = sum(f.drifts == 1 and f.level_shifts == 0 for f in found) / len(found)
+    assert one_drift >= 0.75
+
+
+def test_a_monotone_staircase_of_long_regimes_stays_level_shifts() -> None:
+    # Three 3-sigma merges one way, 25 nights apart: level shifts to bisect, not a drift. Measured: 92 of
+    # 100 series (the others read as a drift: at 5%, the slope test passes a flat staircase by chance).
+    rng = np.random.default_rng(22)
+    kinds = [
+        [
+            s.kind
+            for s in detect(
+                0.3 + 0.01 * (np.repeat([0.0, 3.0, 6.0, 9.0], 25) + rng.normal(0, 1, 100))
+            ).segments
+        ]
+        for _ in range(40)
+    ]
+    assert sum(k == ["level"] * 4 for k in kinds) >= 34
+
+
+def test_a_drift_reports_its_slope_per_night_and_in_total() -> None:
+    rng = np.random.default_rng(23)
+    values = list(0.3 + 0.01 * (np.r_[np.zeros(100), np.arange(1, 301) * 10 / 300] + rng.normal(0, 1, 400)))
+    found = find_regimes("m", -1, _nights(values))
+    assert [r.kind for r in found.regimes] == ["level", "drift"]
+    drift = found.regimes[1]
+    # Where a slow drift starts is vague (a kink, not a jump): its likely nights say so.
+    assert drift.start_low <= 100 <= drift.start_high
+    assert drift.start_low <= drift.start_index <= drift.start_high
+    assert drift.slope == pytest.approx(0.1 / 300, rel=0.15)
+    assert drift.drift_total == pytest.approx(drift.slope * (drift.n - 1))
+    assert drift.spread_ratio is None
+
+
+def test_spread_changes_are_reported_as_spread_and_rarely_as_a_level_shift() -> None:
+    # Noise x5, x3, /3, /5 at one mean, regimes of ~50 and ~100 nights. Measured at this seed: 0.88 as
+    # spread, 0.075 with a level shift.
+    rng = np.random.default_rng(24)
+    spread = level = 0
+    cells = list(itertools.product([5.0, 3.0, 1 / 3, 1 / 5], [50, 100], NOISES))
+    for ratio, length, noise in cells:
+        for _ in range(5):
+            series, change = spread_series(rng, ratio=ratio, length=length, noise=noise)
+            found = found_of(series)
+            spread += found.spread_near(change)
+            level += found.level_shifts > 0
+    assert spread / (5 * len(cells)) >= 0.8
+    assert level / (5 * len(cells)) <= 0.1
+
+
+def test_a_spread_change_reports_the_ratio_of_noise_scales() -> None:
+    rng = np.random.default_rng(25)
+    values = list(0.3 + 0.01 * np.r_[rng.normal(0, 1, 120), rng.normal(0, 3, 120)])
+    found = find_regimes("m", -1, _nights(values))
+    assert [r.kind for r in found.regimes] == ["level", "spread"]
+    assert abs(found.regimes[1].start_index - 120) <= 5
+    assert found.regimes[1].spread_ratio == pytest.approx(3.0, rel=0.25)
+    assert found.regimes[1].slope is None
+
+
+@pytest.mark.parametrize("shift", [1.5, 2.0, 3.0], ids=["1.5-sigma", "2-sigma", "3-sigma"])
+def test_the_likely_nights_of_a_step_cover_where_it_happened(shift: float) -> None:
+    rng = np.random.default_rng(26)
+    covered = found = 0
+    for _ in range(60):
+        series, change = step_series(rng, shift=shift, length=100)
+        regimes = detect(series).segments
+        if len(regimes) == 2:
+            found += 1
+            low, high = regimes[1].interval
+            covered += low <= change <= high
+            assert low <= regimes[1].start <= high
+    # A 95% interval (measured coverage 0.98); a 1.5-sigma step is found in 59 of 60 series here.
+    assert found >= 55
+    assert covered / found >= 0.9
+
+
+def test_the_gaussian_long_run_variance_of_the_spread_series_is_what_the_module_says() -> None:
+    diffs = np.diff(np.random.default_rng(27).normal(0, 1, 400_001))
+    logs = np.log(np.mean(diffs.reshape(-1, 2) ** 2, axis=1))
+    logs -= logs.mean()
+    long_run = float(np.mean(logs * logs) + 2 * np.mean(logs[1:] * logs[:-1]))
+    assert long_run == pytest.approx(LOG_POWER_LRV, rel=0.03)
+
+
+def test_detection_does_not_import_scipy() -> None:
+    # `import ruptures` costs about a second (scipy.stats, scipy.spatial); the C search needs none of it.
+    code = (
+        "import sys\n"
+        "from gatecfg.analysis.changepoints import detect\n"
+        "assert detect([0.0] * 30 + [1.0] * 30).starts == (0, 30)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'ruptures')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['ruptures.detection._detection.ekcpd']"
+
+
+def test_the_public_ruptures_class_finds_what_the_c_search_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(28)
+    series = 0.3 + 0.01 * np.r_[rng.normal(0, 1, 60), rng.normal(3, 1, 60), rng.normal(1, 1, 80)]
+    direct = detect(series)
+    monkeypatch.setattr(changepoints, "_ekcpd_pelt_l2", lambda: changepoints._public_pelt)
+    assert detect(series) == direct

@@ -30,6 +30,7 @@ COLORS = {
     "band": "#a5d6a7",
     "limit": "#c0392b",
     "regime": "#eceff1",
+    "model": "#6a1b9a",
 }
 
 
@@ -153,22 +154,35 @@ def _y_range(nights: Sequence[Night], limits: Mapping[str, float]) -> tuple[floa
 
 
 def _shade_regimes(ax: Any, chart: Chart, nights: Sequence[Night], top: float) -> None:
-    """Every other regime shaded, each labelled with the commit that opened it."""
-    if chart.regimes is None or len(chart.regimes.regimes) < 2:
+    """Every other regime shaded, each labelled with the commit that opened it (and its kind when it is
+    not a level shift), and each regime's model drawn over it: its median, or its slope for a drift."""
+    if chart.regimes is None or not chart.regimes.regimes:
         return
+    regimes = chart.regimes.regimes
     # Regimes index the nights they analysed (no NaN, no run untrusted by hand); the chart shows more.
     position = {n.run_id: i for i, n in enumerate(nights)}
-    for number, regime in enumerate(chart.regimes.regimes):
+    legend = "drift (slope)"
+    for number, regime in enumerate(regimes):
         start = position.get(regime.first_run)
         end = position.get(regime.last_run)
         if start is None or end is None:
             continue
-        if number % 2:
+        if len(regimes) > 1 and number % 2:
             ax.axvspan(start - 0.5, end + 0.5, color=COLORS["regime"], lw=0, zorder=0)
+        if regime.slope is not None:
+            # The least-squares line passes through the regime's mean at its middle night.
+            half = (regime.n - 1) / 2
+            ends = (regime.mean - regime.slope * half, regime.mean + regime.slope * half)
+            ax.plot([start, end], ends, color=COLORS["model"], lw=1.2, zorder=2, label=legend)
+            legend = "_nolegend_"  # one legend entry however many drifts
+        elif len(regimes) > 1:
+            ax.plot([start - 0.5, end + 0.5], [regime.median] * 2, color=COLORS["model"], lw=0.8, zorder=2)
         if number:
-            commit = (regime.first_commit or regime.first_run)[:SHORT_SHA]
+            label = (regime.first_commit or regime.first_run)[:SHORT_SHA]
+            if regime.kind != "level":
+                label += f" {regime.kind}"
             ax.axvline(start - 0.5, color="#90a4ae", lw=0.6, zorder=1)
-            ax.text(start, top, f" {commit}", fontsize=6, va="top", ha="left", color="#455a64", rotation=90)
+            ax.text(start, top, f" {label}", fontsize=6, va="top", ha="left", color="#455a64", rotation=90)
 
 
 def _date_ticks(ax: Any, nights: Sequence[Night]) -> None:

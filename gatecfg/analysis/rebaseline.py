@@ -2,7 +2,9 @@
 
 The team practice this replaces: "5% allowance from min/max of the last 20 runs", recalibrated by hand
 after every intentional change. Here the runs are the current regime (found by `regimes`, or given as
-`--since` / `--last`), so a rebaseline after a shift never mixes in the level the code left behind.
+`--since` / `--last`), so a rebaseline after a shift never mixes in the level the code left behind. A
+current regime that drifts gets no proposal: limits fitted to a moving metric are out of date within days,
+and a drift is a finding to chase, not a level to settle on (`--last` / `--since` choose runs anyway).
 
 * `minmax`: `min - allowance*|min|` and `max + allowance*|max|` over every value of the regime (every
   stored step of the gate: limits apply to each step alike).
@@ -25,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gatecfg.analysis.regimes import find_regimes
+from gatecfg.analysis.regimes import Regime, find_regimes
 from gatecfg.analysis.series import Night, analysable
 from gatecfg.resolve import Policy, ResolvedGate
 
@@ -41,6 +43,7 @@ class Window:
 
     run_ids: tuple[str, ...]
     source: str  # e.g. "detected: regime 5 of 5", "--last 20", "--since 4872f5d"
+    refusal: str | None = None  # why no limits should come from these runs
 
 
 @dataclass(frozen=True)
@@ -165,11 +168,23 @@ def _mean_night(group: Sequence[Night]) -> Night:
 
 
 def current_regime(metric: str, runs: Sequence[Night]) -> Window:
-    """The runs since the last detected shift."""
+    """The runs since the last detected change; refused when they drift."""
     found = find_regimes(metric, 0, runs)
     last = found.regimes[-1]
     chosen = tuple(n.run_id for n in runs[last.start_index :])
-    return Window(chosen, f"detected: regime {len(found.regimes)} of {len(found.regimes)}")
+    count = len(found.regimes)
+    return Window(chosen, f"detected: regime {count} of {count}", _drift_refusal(last))
+
+
+def _drift_refusal(regime: Regime) -> str | None:
+    if regime.slope is None or regime.drift_total is None:
+        return None
+    since = regime.first_run + (f" at {regime.first_commit[:12]}" if regime.first_commit else "")
+    return (
+        f"no limits proposed: the current regime ({regime.n} runs since {since}) drifts by "
+        f"{regime.slope:+.3g}/night ({regime.drift_total:+.3g} so far), so limits from it would be "
+        "out of date within days; find what drives the drift, or choose runs with --last N or --since REV"
+    )
 
 
 def newest(runs: Sequence[Night], count: int) -> Window:

@@ -1,9 +1,10 @@
 """Regimes of a gate's nightly series, the commit that opened each, and shifts that coincide across metrics.
 
-A regime is a stretch of nights at one level (see `changepoints` for how levels are found). It is
-attributed to the commit of its first night: the nightly after the merge that moved the metric. When that
-commit also ran the night before, the shift came with no code change (hardware, data, a dependency), and
-the regime says so.
+A regime is a stretch of nights that holds a level or moves along a line, with one noise scale (see
+`changepoints` for how they are found). Its kind says what opened it: a `level` shift, a change of
+`spread` (the noise scale, as a ratio), or a `drift` (a sustained slope). It is attributed to the commit
+of its first night: the nightly after the merge that moved the metric. When that commit also ran the
+night before, the change came with no code change (hardware, data, a dependency), and the regime says so.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gatecfg.analysis.changepoints import Detection, detect
+from gatecfg.analysis.changepoints import Detection, Kind, detect
 from gatecfg.analysis.series import Night
 from gatecfg.band import tidy
 
@@ -42,6 +43,16 @@ class Regime:
     spread: float  # sample standard deviation; 0 for a single night
     shift_abs: float | None  # median minus the previous regime's median
     shift_pct: float | None  # shift_abs relative to the previous median's magnitude
+    kind: Kind  # what opened it; the first regime: "drift" when it moves along a line, else "level"
+    slope: float | None  # a drift's slope per night; None for a level or spread regime
+    spread_ratio: float | None  # noise scale over the previous regime's, where the scale changed
+    start_low: int  # the likely nights of its start (inclusive): the data cannot tell them apart
+    start_high: int
+
+    @property
+    def drift_total(self) -> float | None:
+        """A drift's change from its first night to its last."""
+        return None if self.slope is None else self.slope * (self.n - 1)
 
     @property
     def same_commit_as_before(self) -> bool:
@@ -67,6 +78,11 @@ class Regime:
             "spread": tidy(self.spread),
             "shift_abs": _tidy(self.shift_abs),
             "shift_pct": _tidy(self.shift_pct),
+            "kind": self.kind,
+            "start_interval": [self.start_low, self.start_high],
+            "slope": _tidy(self.slope),
+            "drift_total": _tidy(self.drift_total),
+            "spread_ratio": _tidy(self.spread_ratio),
         }
 
 
@@ -100,7 +116,8 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
     bounds = [*detection.starts, len(nights)]
     outliers = set(detection.outliers)
     regimes: list[Regime] = []
-    for start, stop in itertools.pairwise(bounds):
+    scales: list[float] = []
+    for segment, (start, stop) in zip(detection.segments, itertools.pairwise(bounds), strict=True):
         # A crashed night would drag the mean and blow up the spread of the regime it sits in.
         chunk = [values[i] for i in range(start, stop) if i not in outliers] or values[start:stop]
         median = statistics.median(chunk)
@@ -124,9 +141,19 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
                 shift_pct=None
                 if shift is None or previous is None or previous.median == 0
                 else shift / abs(previous.median) * 100.0,
+                kind=segment.kind,
+                slope=segment.slope if segment.kind == "drift" else None,
+                spread_ratio=_ratio(segment.scale, scales[-1]) if segment.spread_change and scales else None,
+                start_low=segment.interval[0],
+                start_high=segment.interval[1],
             )
         )
+        scales.append(segment.scale)
     return Regimes(metric, step, tuple(nights), tuple(regimes), detection)
+
+
+def _ratio(scale: float, before: float) -> float | None:
+    return scale / before if before > 0 else None
 
 
 @dataclass(frozen=True)
@@ -142,6 +169,7 @@ class Shift:
             "metric": self.metric,
             "step": self.step,
             "run": self.regime.first_run,
+            "kind": self.regime.kind,
             "shift_abs": _tidy(self.regime.shift_abs),
             "shift_pct": _tidy(self.regime.shift_pct),
         }

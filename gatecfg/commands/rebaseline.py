@@ -64,6 +64,9 @@ def rebaseline(
             if not window.run_ids:
                 notes.append(f"{gate.metric}: no runs in {window.source}")
                 continue
+            if window.refusal is not None:
+                notes.append(f"{gate.metric}: {window.refusal}")
+                continue
             # Without --metric, limits are proposed where the gate has them; a band gate without limits
             # gets its band check only. Naming the metric asks for limits even where it has none.
             wanted = sides(gate) if metric is not None or gate.limits is not None else ()

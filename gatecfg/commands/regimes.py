@@ -1,4 +1,5 @@
-"""`gatecfg regimes`: the level shifts of a gate's nightly series and the commit that opened each."""
+"""`gatecfg regimes`: the regimes of a gate's nightly series (level shifts, drifts, changes of spread) and
+the commit that opened each."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gatecfg.analysis.changepoints import MIN_REGIME
-from gatecfg.analysis.regimes import Coincidence, Regimes, coincidences, find_regimes
+from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
 from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK
@@ -83,6 +84,26 @@ def _shift(abs_: float | None, pct: float | None) -> str:
     return f"{abs_:+.6g}" + ("" if pct is None else f" ({pct:+.1f}%)")
 
 
+def _change(r: Regime) -> str:
+    """What opened the regime, in its own terms: a shift, a slope, a noise ratio."""
+    if r.kind == "drift" and r.slope is not None and r.drift_total is not None:
+        return f"{r.slope:+.3g}/night, {r.drift_total:+.3g} in all"
+    if r.kind == "spread" and r.spread_ratio is not None:
+        return f"noise x{r.spread_ratio:.3g}"
+    text = _shift(r.shift_abs, r.shift_pct)
+    if r.spread_ratio is not None:
+        text += f", noise x{r.spread_ratio:.3g}"
+    return text
+
+
+def _likely(r: Regime) -> str:
+    """The nights around the start the data cannot tell apart from it."""
+    if r.start_index == 0:
+        return ""
+    before, after = r.start_index - r.start_low, r.start_high - r.start_index
+    return "exact" if before == after == 0 else f"-{before}/+{after}"
+
+
 def _one_text(test: str, found: Regimes) -> str:
     console = _console()
     console.print(f"regimes of {found.metric} at step {step_name(found.step)}  ({test})")
@@ -100,9 +121,9 @@ def _one_text(test: str, found: Regimes) -> str:
     if found.outlier_runs:
         console.print(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread"):
+    columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread")
+    for column in (*columns, "kind", "change vs previous", "likely start"):
         table.add_column(column, overflow="fold")
-    table.add_column("shift vs previous", overflow="fold")
     no_code_change = False
     for number, r in enumerate(found.regimes, start=1):
         opened = _sha(r.first_commit)
@@ -120,7 +141,9 @@ def _one_text(test: str, found: Regimes) -> str:
             fmt(r.median),
             fmt(r.mean),
             fmt(r.spread),
-            _shift(r.shift_abs, r.shift_pct),
+            r.kind,
+            _change(r),
+            _likely(r),
         )
     console.print(table)
     if no_code_change:
@@ -162,15 +185,18 @@ def _all_text(test: str, found: Sequence[Regimes]) -> str:
 
 
 def _shifts_text(c: Coincidence) -> str:
-    by_metric: dict[str, list[tuple[int, float | None]]] = {}
+    by_metric: dict[str, list[tuple[int, float | None, str]]] = {}
     for s in c.shifts:
-        by_metric.setdefault(s.metric, []).append((s.step, s.regime.shift_pct))
+        by_metric.setdefault(s.metric, []).append((s.step, s.regime.shift_pct, s.regime.kind))
     parts: list[str] = []
     for metric, steps in by_metric.items():
         if len(steps) <= STEPS_LISTED:
-            parts += [f"{metric}@{step_name(step)} {_pct(pct)}" for step, pct in steps]
+            parts += [
+                f"{metric}@{step_name(step)} {_pct(pct)}" + ("" if kind == "level" else f" ({kind})")
+                for step, pct, kind in steps
+            ]
             continue
-        pcts = [pct for _, pct in steps if pct is not None]
+        pcts = [pct for _, pct, _ in steps if pct is not None]
         median = statistics.median(pcts) if pcts else None
         parts.append(f"{metric} at {len(steps)} steps, median {_pct(median)}")
     return "; ".join(parts)

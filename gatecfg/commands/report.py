@@ -174,7 +174,9 @@ def _gate_view(
         markup = render(chart, "svg").decode("utf-8")
     current = found.regimes[-1] if found and found.regimes else None
     last_shift = (
-        f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d})"
+        f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d}"
+        + ("" if current.kind == "level" else f", {current.kind}")
+        + ")"
         if current is not None and current.start_index > 0
         else None
     )

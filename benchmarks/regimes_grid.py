@@ -1,0 +1,211 @@
+"""Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise.
+
+Prints the tables quoted in docs/analytics.md. Every series is generated with a fixed seed, so a run
+prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
+
+    python benchmarks/regimes_grid.py            # the full grid, a few minutes
+    python benchmarks/regimes_grid.py --reps 5   # a quick look
+
+The generators live in `tests/regimes_grid.py`, shared with the test suite's smaller grid. The script runs
+against any version of gatecfg: a detection without kinds (before regimes told them apart) counts every
+change point as a level shift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from regimes_grid import (
+    LEVEL_LENGTHS,
+    LEVEL_SHIFTS,
+    NOISES,
+    Found,
+    Score,
+    drift_series,
+    found_of,
+    level_series,
+    spread_series,
+    step_series,
+)
+
+
+def level_table(reps: int) -> None:
+    print("## level shifts: precision / recall (5 regimes, a found start within 2 nights counts)\n")
+    print("| shift | " + " | ".join(f"regimes ~{n} nights" for n in LEVEL_LENGTHS) + " |")
+    print("|---|" + "---|" * len(LEVEL_LENGTHS))
+    pooled = Score()
+    rng = np.random.default_rng(20261130)
+    for shift in LEVEL_SHIFTS:
+        cells = []
+        for length in LEVEL_LENGTHS:
+            score = Score()
+            for noise, outliers in itertools.product(NOISES, (0.0, 0.03)):
+                for _ in range(reps):
+                    series, truth = level_series(
+                        rng, shift=shift, noise=noise, length=length, outliers=outliers
+                    )
+                    score.add(found_of(series).starts, truth)
+            cells.append(f"P {score.precision:.2f} R {score.recall:.2f}")
+            if shift >= 2 and length >= 10:
+                pooled.merge(score)
+        print(f"| {shift:g} sigma | " + " | ".join(cells) + " |")
+    print(
+        f"\nshifts >= 2 sigma over regimes >= 10 nights: precision {pooled.precision:.3f}, "
+        f"recall {pooled.recall:.3f}\n"
+    )
+
+
+def drift_table(reps: int) -> None:
+    print("## pure drifts (a flat lead of 30-150 nights, then a drift to the end)\n")
+    print("share of series with exactly one drift regime and no level shift; [share with a level shift]\n")
+    lengths = (100, 200, 300, 500)
+    print("| total drift | " + " | ".join(f"over {n} nights" for n in lengths) + " |")
+    print("|---|" + "---|" * len(lengths))
+    rng = np.random.default_rng(7)
+    good = total = 0
+    for size in (2.0, 3.0, 5.0, 10.0):
+        cells = []
+        for length in lengths:
+            ok = level = 0
+            for noise in NOISES:
+                for _ in range(reps):
+                    found = found_of(drift_series(rng, total=size, length=length, noise=noise))
+                    ok += found.drifts == 1 and found.level_shifts == 0
+                    level += found.level_shifts > 0
+            count = reps * len(NOISES)
+            good, total = good + ok, total + count
+            cells.append(f"{ok / count:.2f} [{level / count:.2f}]")
+        print(f"| {size:g} sigma | " + " | ".join(cells) + " |")
+    print(f"\nall drifts: one drift and no level shift in {good / total:.3f} of series\n")
+
+
+def spread_table(reps: int) -> None:
+    print("## spread changes (two regimes of equal mean; the noise scale multiplied by the ratio)\n")
+    print("share reported as a spread change within 10 nights of the truth; [share with a level shift]\n")
+    lengths = (30, 50, 100, 200)
+    print("| ratio | " + " | ".join(f"regimes of {n} nights" for n in lengths) + " |")
+    print("|---|" + "---|" * len(lengths))
+    rng = np.random.default_rng(5)
+    big = {"spread": 0, "level": 0, "n": 0}
+    for ratio in (5.0, 3.0, 2.0, 1 / 2, 1 / 3, 1 / 5):
+        cells = []
+        for length in lengths:
+            ok = level = 0
+            for noise in NOISES:
+                for _ in range(reps):
+                    series, change = spread_series(rng, ratio=ratio, length=length, noise=noise)
+                    found = found_of(series)
+                    ok += found.spread_near(change)
+                    level += found.level_shifts > 0
+            count = reps * len(NOISES)
+            if max(ratio, 1 / ratio) >= 3:
+                big["spread"] += ok
+                big["level"] += level
+                big["n"] += count
+            cells.append(f"{ok / count:.2f} [{level / count:.2f}]")
+        label = f"x{ratio:g}" if ratio > 1 else f"/{1 / ratio:g}"
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print(
+        f"\nratios of 3 or more either way: reported as spread in {big['spread'] / big['n']:.3f}, "
+        f"with a level shift in {big['level'] / big['n']:.3f}\n"
+    )
+
+
+def noise_table(reps: int) -> None:
+    print("## pure noise: share of series with any change reported (a phantom)\n")
+    lengths = (30, 100, 350, 1000)
+    print("| noise | " + " | ".join(f"{n} nights" for n in lengths) + " |")
+    print("|---|" + "---|" * len(lengths))
+    rng = np.random.default_rng(3)
+    for noise in NOISES:
+        cells = []
+        for n in lengths:
+            phantom = 0
+            for _ in range(reps):
+                draw = rng.normal(0, 1, n) if noise == "gauss" else rng.standard_t(3, n) / np.sqrt(3)
+                found = found_of(0.3 + 0.01 * draw)
+                phantom += found.changes > 0
+            cells.append(f"{phantom / reps:.3f}")
+        print(f"| {noise} | " + " | ".join(cells) + " |")
+    print()
+
+
+def localisation_table(reps: int) -> None:
+    print("## localisation of one step between two regimes of 100 nights (Gaussian noise)\n")
+    print("| step | found | median distance | 90th pct distance | interval covers the truth | width |")
+    print("|---|---|---|---|---|---|")
+    rng = np.random.default_rng(11)
+    for shift in (1.0, 1.5, 2.0, 3.0):
+        distances: list[int] = []
+        covered = widths = 0
+        has_interval = False
+        for _ in range(reps):
+            series, change = step_series(rng, shift=shift, length=100)
+            found: Found = found_of(series)
+            near = [(abs(s - change), i) for i, s in enumerate(found.starts) if abs(s - change) <= 30]
+            if not near:
+                continue
+            distance, i = min(near)
+            distances.append(distance)
+            interval = found.intervals[i] if found.intervals else None
+            if interval is not None:
+                has_interval = True
+                covered += interval[0] <= change <= interval[1]
+                widths += interval[1] - interval[0] + 1
+        if not distances:
+            print(f"| {shift:g} sigma | 0 | - | - | - | - |")
+            continue
+        q90 = float(np.quantile(distances, 0.9))
+        coverage = f"{covered / len(distances):.2f}" if has_interval else "-"
+        width = f"{widths / len(distances):.1f}" if has_interval else "-"
+        print(
+            f"| {shift:g} sigma | {len(distances) / reps:.2f} | {statistics.median(distances):g} | "
+            f"{q90:g} | {coverage} | {width} |"
+        )
+    print()
+
+
+def runtime() -> None:
+    rng = np.random.default_rng(7)
+    series = np.concatenate([rng.normal(level, 1, 2000) for level in (0, 3, 1, 4, 2)])
+    drift = np.r_[rng.normal(0, 1, 5000), rng.normal(0, 1, 5000) + np.linspace(0, 10, 5000)]
+    for name, values in (("5 level regimes", series), ("noise then a drift", drift)):
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            found_of(values)
+            times.append(time.perf_counter() - started)
+        print(f"runtime over 10,000 nights ({name}): best of 3 {min(times):.3f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=50, help="series per cell and noise (default 50)")
+    parser.add_argument("--only", choices=["level", "drift", "spread", "noise", "localisation", "runtime"])
+    args = parser.parse_args()
+    tables = {
+        "level": lambda: level_table(args.reps),
+        "drift": lambda: drift_table(max(1, args.reps // 2)),
+        "spread": lambda: spread_table(max(1, args.reps // 2)),
+        "noise": lambda: noise_table(args.reps * 4),
+        "localisation": lambda: localisation_table(args.reps * 4),
+        "runtime": runtime,
+    }
+    for name, table in tables.items():
+        if args.only in (None, name):
+            table()
+
+
+if __name__ == "__main__":
+    main()
