@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,6 +184,17 @@ def test_require_history_fails_a_run_with_no_history(gates: Path, record: Path, 
     assert "failing: history is required" in err
     assert evaluate(gates, record, db, "--write")[0] == 0
     assert evaluate(gates, record, db, "--require-history")[0] == 0
+
+
+def test_require_history_fails_a_junit_testcase(gates: Path, record: Path, db: str) -> None:
+    code, out, _ = evaluate(gates, record, db, "--require-history", "--format", "junit")
+    assert code == 1
+    suite = ET.fromstring(out.split("\n", 1)[1]).find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    failure = suite.find("testcase[@name='stored history']/failure")
+    assert failure is not None
+    assert (failure.get("message") or "").startswith(NOTICE)
 
 
 def test_require_history_as_a_policy_field(gates: Path, record: Path, db: str) -> None:
