@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gatecfg import __version__
-from gatecfg.errors import GatecfgError, InputError, format_problems
+from gatecfg.errors import EXIT_BUG, GatecfgError, InputError, format_problems
+from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
 
 Handler = Callable[[argparse.Namespace], int]
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
 SCHEMA_NAMES = ("base", "gatefile")  # gatecfg.commands.schema.SCHEMAS, named without importing pydantic
+DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,6 +30,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _labels(values: Sequence[str] | None) -> dict[str, str]:
+    from gatecfg.provenance import check_name  # here: `gatecfg --help` imports no pydantic
+
     labels: dict[str, str] = {}
     for item in values or ():
         key, sep, value = item.partition("=")
@@ -34,7 +39,17 @@ def _labels(values: Sequence[str] | None) -> dict[str, str]:
             raise InputError.at("--series", f"`{item}` is not KEY=VALUE", hint="e.g. --series hardware=h100")
         if key == "test":
             raise InputError.at("--series", "`test` is not a label: the test is always part of the series")
-        labels[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if key in labels:
+            raise InputError.at(
+                "--series",
+                f"`{key}` is given twice (`{key}={labels[key]}` and `{key}={value}`)",
+                hint="give each label once: a run belongs to one series",
+            )
+        check_name(key, "--series")
+        if value:  # an empty value is a label too
+            check_name(value, "--series")
+        labels[key] = value
     return labels
 
 
@@ -48,6 +63,8 @@ def _add(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=handler)
+    # Also after the command (`gatecfg lint --debug`); SUPPRESS keeps a global `--debug` from being reset.
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
@@ -72,9 +89,10 @@ def build_parser() -> _Parser:
         description="Declarative history gates for nightly ML training runs.",
         epilog="`gatecfg COMMAND --help` explains a command with an example; `gatecfg demo` is a 1-minute "
         "tour. exit codes: 0 ok, 1 an enforced gate failed, 2 invalid gate files/record/arguments, "
-        "3 history store missing or unreachable.",
+        "3 history store missing or unreachable, 70 a bug in gatecfg.",
     )
     parser.add_argument("--version", action="version", version=f"gatecfg {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
 
     p = _add(sub, "lint", "Check gate files against the schema and the rules.", "gatecfg lint gates/", _lint)
@@ -142,6 +160,11 @@ def build_parser() -> _Parser:
         action="store_true",
         help="exit 1 when the store holds no run of this series (default: a notice, every gate cold)",
     )
+    p.add_argument(
+        "--override-write-policy",
+        metavar="REASON",
+        help="write although policy.write refuses this job (a backfill); REASON is stored with the run",
+    )
     _gates_option(p)
     _db_option(p)
     _series_option(p)
@@ -184,7 +207,7 @@ def build_parser() -> _Parser:
     )
     p.add_argument("--test", required=True, metavar="T")
     p.add_argument("--metric", required=True, metavar="M")
-    p.add_argument("--step", type=int, metavar="S", help="one step (-1 for `last`)")
+    p.add_argument("--step", type=_step, metavar="S", help="one step (`last` or -1 for `last`)")
     _series_option(p)
     p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -299,9 +322,10 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from gatecfg.api import evaluate
-    from gatecfg.commands.evaluate import print_report
+    from gatecfg.commands.evaluate import open_outputs, print_report
 
     outputs = _outputs(args)
+    summary = open_outputs(outputs)
     report = evaluate(
         args.test,
         args.record,
@@ -314,8 +338,20 @@ def _evaluate(args: argparse.Namespace) -> int:
         branch=args.branch,
         url=args.url,
         require_history=args.require_history,
+        write_override=_override(args),
     )
-    return print_report(report, outputs)
+    return print_report(report, outputs, summary)
+
+
+def _override(args: argparse.Namespace) -> str | None:
+    reason: str | None = args.override_write_policy
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise InputError.at("--override-write-policy", "give the reason the write is allowed anyway")
+    if not args.write:
+        raise InputError.at("--override-write-policy", "only means something with --write")
+    return reason.strip()
 
 
 def _probability(text: str) -> float:
@@ -465,14 +501,18 @@ def _analytics(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _step(text: str) -> int:
+    from gatecfg.models import MAX_STEP  # here: `gatecfg --help` imports no pydantic
+
     if text == "last":
         return -1
     try:
         step = int(text)
     except ValueError:
         step = -2
-    if step < -1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a step: write `last` or a whole number >= 0")
+    if not -1 <= step <= MAX_STEP:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a step: write `last` or a whole number from 0 to {MAX_STEP}"
+        )
     return step
 
 
@@ -658,9 +698,11 @@ def _prune(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     fmt = "text"
+    debug = os.environ.get("GATECFG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         args = build_parser().parse_args(argv)
         fmt = getattr(args, "format", "text")
+        debug = debug or getattr(args, "debug", False)
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             build_parser().print_help(sys.stderr)
@@ -674,3 +716,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gatecfg: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the boundary: anything else is a bug, not a verdict on the run
+        return _bug(exc, debug=debug)
+
+
+def _bug(exc: Exception, *, debug: bool) -> int:
+    """One line that says it is a bug (exit 70, not 1: 1 means an enforced gate failed), and how to
+    report it; the traceback only with --debug or GATECFG_DEBUG=1."""
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+    what = terminal(f"{type(exc).__name__}: {exc}")[:300]
+    print(
+        f"gatecfg: error: internal error (a bug in gatecfg {__version__}, exit {EXIT_BUG}): {what}\n"
+        "  hint: please open an issue in the gatecfg repository with the command line"
+        + ("" if debug else " and the traceback that `--debug` (or GATECFG_DEBUG=1) prints"),
+        file=sys.stderr,
+    )
+    return EXIT_BUG

@@ -15,12 +15,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
+from gatecfg.escape import github_data, github_property, terminal
+
 Severity = Literal["error", "warning"]
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_INPUT = 2
 EXIT_STORE = 3
+# An exception gatecfg did not expect: a bug, never a verdict (sysexits.h's EX_SOFTWARE).
+EXIT_BUG = 70
 
 
 @dataclass(frozen=True, order=True)
@@ -49,17 +53,18 @@ class Problem:
     severity: Severity = "error"
 
     def text(self) -> str:
-        head = f"{self.location}: {self.severity}: "
+        """One line per problem (and one per hint): names inside it cannot start a line of their own."""
+        head = f"{terminal(str(self.location))}: {self.severity}: "
         if self.dotted:
-            head += f"{self.dotted}: "
-        head += self.message
+            head += f"{terminal(self.dotted)}: "
+        head += terminal(self.message, lines=True)
         if self.hint:
-            head += f"\n  hint: {self.hint}"
+            head += f"\n  hint: {terminal(self.hint, lines=True)}"
         return head
 
     def github(self) -> str:
         """A GitHub Actions workflow command that annotates the line in the PR."""
-        props = [f"file={_escape_property(self.location.path)}"]
+        props = [f"file={github_property(self.location.path)}"]
         if self.location.line is not None:
             props.append(f"line={self.location.line}")
         if self.location.col is not None:
@@ -68,7 +73,7 @@ class Problem:
         body = f"{self.dotted}: {self.message}" if self.dotted else self.message
         if self.hint:
             body += f"\nhint: {self.hint}"
-        return f"::{self.severity} {','.join(props)}::{_escape_data(body)}"
+        return f"::{self.severity} {','.join(props)}::{github_data(body)}"
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -80,14 +85,6 @@ class Problem:
             "message": self.message,
             "hint": self.hint,
         }
-
-
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def format_problems(problems: Iterable[Problem], fmt: str) -> str:

@@ -77,8 +77,17 @@ def materialise(rev: str, gates: Path, into: Path) -> Path:
             "--base", f"`git archive {rev} -- {relative}` failed: {archive.stderr.decode().strip()}"
         )
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        # The "data" filter refuses links and paths that would escape the folder.
-        tar.extractall(into, filter="data")
+        try:
+            # The "data" filter refuses links and paths that would escape the folder.
+            tar.extractall(into, filter="data")
+        except tarfile.FilterError as exc:
+            member = exc.tarinfo.name if exc.tarinfo is not None else relative
+            raise InputError.at(
+                f"{member} (at {rev})",
+                f"cannot read the gates folder at {rev}: {exc}",
+                hint="a gate or base file that links out of the gates folder is refused; "
+                "compare with a revision without the link",
+            ) from None
     return target
 
 

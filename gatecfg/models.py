@@ -22,8 +22,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gatecfg.escape import invisible_characters
+
 # `all`, `last`, or distinct steps >= 0 (kept sorted).
 Steps = Literal["all", "last"] | tuple[int, ...]
+# The largest step the history store holds: its `step` column is a 32-bit INTEGER on PostgreSQL. Records,
+# gate files, exports and --step are checked against it, so that both stores refuse a larger one alike.
+MAX_STEP = 2**31 - 1
+MAX_NAME_BYTES = 512
 
 # Policy values: the centre of the band, and which stored runs form it.
 Reference = Literal["mean", "median"]
@@ -54,6 +60,12 @@ def _steps(value: Any) -> Steps | None:
                     "steps",
                     "steps are whole numbers >= 0, got {item}",
                     {"item": _show(item), "index": index},
+                )
+            if item > MAX_STEP:
+                raise PydanticCustomError(
+                    "steps",
+                    "step {item} is beyond the largest step the history store holds ({max_step})",
+                    {"item": item, "index": index, "max_step": MAX_STEP},
                 )
             if item in steps:
                 raise PydanticCustomError(
@@ -117,7 +129,41 @@ _STEPS_SCHEMA: dict[str, Any] = {
     ],
 }
 StepsField = Annotated[Steps | None, BeforeValidator(_steps), WithJsonSchema(_STEPS_SCHEMA)]
-MetricName = Annotated[str, Field(min_length=1, pattern=r"^\S(.*\S)?$")]
+
+
+def name_problem(value: str) -> str | None:
+    """What is wrong with a name (test, metric, label, run id, commit), or None: docs/security.md.
+
+    A name is printed in terminals, CI logs, annotations and reports, so it holds no control character (a
+    newline in a name could start a forged `::error` line); it goes into the history store's indexes,
+    which PostgreSQL bounds (an index row holds about 2,700 bytes), so it is at most MAX_NAME_BYTES long.
+    """
+    found = invisible_characters(value)
+    if found:
+        return f"holds the control character {', '.join(found)}"
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        return f"is {size:,} bytes long; names are at most {MAX_NAME_BYTES} bytes (UTF-8)"
+    return None
+
+
+def _printable(value: Any) -> Any:
+    found = invisible_characters(value) if isinstance(value, str) else []
+    if isinstance(value, str) and not found and name_problem(value) is not None:
+        raise PydanticCustomError("name_too_long", "{problem}", {"problem": name_problem(value)})
+    if found:
+        raise PydanticCustomError(
+            "control_character",
+            "holds the control character {chars}: names and paths are printed in reports and CI logs, "
+            "where it could forge lines",
+            {"chars": ", ".join(found)},
+        )
+    return value
+
+
+# Last, so that it wraps (runs before) the pattern: a newline is named as what it is, not as a blank.
+Printable = BeforeValidator(_printable)
+MetricName = Annotated[str, Field(min_length=1, pattern=r"^\S(.*\S)?$"), Printable]
 
 
 # pydantic puts a key pattern under `patternProperties`, which lets a blank key through unchecked.
@@ -258,6 +304,22 @@ class GateSpec(_Model):
         return _refuse_null(value, info)
 
 
+_Names = Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)]
+
+
+class WritePolicy(_Model):
+    """Who may `evaluate --write` (store a run that forms baselines); docs/security.md."""
+
+    # Branch names (shell patterns, e.g. `release/*`) allowed to write; unset: the CI's default branch.
+    branches: (
+        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None
+    ) = None
+    # CI events allowed to write (GitHub's `schedule`, `push`, ...); unset: every event but a pull request.
+    events: (
+        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1, strict=False)] | None
+    ) = None
+
+
 class Policy(_Model):
     """Evaluation policy; never part of a key."""
 
@@ -272,6 +334,7 @@ class Policy(_Model):
     # Fail (exit 1) when the store holds no run at all of the evaluated series, rather than judging every
     # value cold and passing: for teams whose PR gate must never silently gate nothing.
     require_history: Annotated[bool | None, NotNull, NotNullSchema] = None
+    write: Annotated[WritePolicy | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):
@@ -286,12 +349,12 @@ class Rule(_Model):
 
 class BaseFile(_Model):
     version: Literal[1]
-    extends: Annotated[str, Field(min_length=1)] | None = None
+    extends: Annotated[str, Field(min_length=1), Printable] | None = None
     defaults: dict[MetricName, GateSpec] = Field(default_factory=dict, json_schema_extra=_ONLY_METRICS)
     policy: Policy = Field(default_factory=Policy)
     rules: Annotated[tuple[Rule, ...], Field(strict=False)] = ()
 
 
 class GateFile(_Model):
-    test: Annotated[str, Field(min_length=1)]
+    test: Annotated[str, Field(min_length=1), Printable]
     gates: Annotated[dict[MetricName, GateSpec | None], Field(min_length=1, json_schema_extra=_ONLY_METRICS)]

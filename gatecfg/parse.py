@@ -173,6 +173,10 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
         return "must not be empty", None
     if kind == "too_short":
         return "must not be empty", None
+    if kind == "name_too_long":
+        return err["msg"], "shorten the name"
+    if kind == "control_character":
+        return err["msg"], "remove it; write the name as plain text"
     if kind == "string_pattern_mismatch":
         return f"must not be blank or start/end with spaces, got {got}", None
     return err["msg"], None

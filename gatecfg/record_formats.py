@@ -34,6 +34,14 @@ _STEP_CELL_HINT = "every row of a W&B history export has its step in the `_step`
 _TB_HINT = "pip install 'gatecfg[tensorboard]' (TensorBoard's own reader reads the event files)"
 
 
+def _csv_cells(line: str) -> list[str]:
+    """The cells of a first line read as CSV; none when it is no CSV (a carriage return inside, say)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return []
+
+
 def sniff(path: str) -> Kind:
     """The format of a record file or folder, from what it holds (a folder's event files by their name)."""
     given = Path(path)
@@ -58,19 +66,11 @@ def sniff(path: str) -> Kind:
     first = text.split("\n", 1)[0].strip()
     if re.match(r"\[\s*[{\]]", text):  # an array of rows; a JSON Lines file holds objects, one a line
         return "wandb-json"
-    if not text.startswith("{") and "_step" in _csv_fields(first):
+    if not text.startswith("{") and "_step" in _csv_cells(first):
         return "wandb-csv"
     if _MLFLOW_LINE.fullmatch(first):
         return "mlflow"
     return "jsonl"
-
-
-def _csv_fields(line: str) -> list[str]:
-    """The fields of a CSV header line; none for a line the csv module rejects (a stray carriage return)."""
-    try:
-        return next(csv.reader([line]), [])
-    except csv.Error:
-        return []
 
 
 def read(kind: Kind, path: str, builder: _Builder) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location, RecordError
+from gatecfg.models import MAX_STEP
 from gatecfg.textio import read_text
 
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
@@ -158,7 +159,10 @@ def read_records(paths: Sequence[str | os.PathLike[str]], logged: Points | None 
     seen: dict[Path, str] = {}
     for given in paths:
         path = os.fspath(given)
-        resolved = Path(path).resolve()
+        try:
+            resolved = Path(path).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: pathlib's symlink loop
+            raise RecordError.at(Location(path), f"cannot read the record file: {exc}") from None
         if resolved in seen:
             raise RecordError.at(
                 Location(path),
@@ -240,12 +244,19 @@ def _loads(line: str, location: Location) -> object:
 
 
 def _as_step(value: object) -> int | None:
-    """The step a JSON value denotes, or None when it is not a whole number >= 0."""
+    """The step a JSON value denotes, or None when it is not a whole number in [0, MAX_STEP]."""
     if type(value) is int:
-        return value if value >= 0 else None
-    if type(value) is float and value.is_integer() and value >= 0:
+        return value if 0 <= value <= MAX_STEP else None
+    if type(value) is float and value.is_integer() and 0 <= value <= MAX_STEP:
         return int(value)
     return None
+
+
+def _not_a_step(value: object) -> str:
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if whole and isinstance(value, int | float) and value > MAX_STEP:
+        return f"beyond the largest step the history store holds ({MAX_STEP})"
+    return "not a whole number >= 0"
 
 
 def _number(value: object) -> float | None:
@@ -338,7 +349,7 @@ class _Builder:
         if step is None:
             raise RecordError.at(
                 location,
-                f"is {_show(row[step_key])}, not a whole number >= 0",
+                f"is {_show(row[step_key])}, {_not_a_step(row[step_key])}",
                 dotted=step_key,
                 hint=_STEP_HINT,
             )
@@ -381,7 +392,7 @@ class _Builder:
                 if step is None:
                     raise RecordError.at(
                         location,
-                        f"pair {index} has step {_show(pair[0])}, not a whole number >= 0",
+                        f"pair {index} has step {_show(pair[0])}, {_not_a_step(pair[0])}",
                         dotted=metric,
                         hint=_STEP_HINT,
                     )

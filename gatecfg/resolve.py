@@ -38,6 +38,7 @@ from gatecfg.models import (
     Reference,
     Rule,
     Steps,
+    WritePolicy,
 )
 from gatecfg.parse import parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
@@ -52,6 +53,7 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "reference": "mean",
     "baseline": "trusted",
     "require_history": False,
+    "write": None,
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
 
@@ -88,6 +90,7 @@ class Policy:
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
     require_history: bool = False
+    write: WritePolicy | None = None  # None: the CI's default branch, no pull requests
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
             )
         )
         return tree
-    paths = sorted(files) if files is not None else _yaml_files(root)
+    paths = sorted(files) if files is not None else _yaml_files(root, tree.problems)
     loader = _Loader(root.resolve(), tree.problems)
     for path in paths:
         tree.files.append(display_path(path))
@@ -228,8 +231,40 @@ def _require_gate_keys(doc: LoadedDoc) -> None:
     )
 
 
-def _yaml_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file())
+def _is_gate_file(path: Path) -> bool:
+    """Whether `path` reads as a gate file; one that does not load at all is left to `base` to report."""
+    try:
+        data = read_yaml(path).data
+    except InputError:
+        return False
+    return isinstance(data, dict) and ("test" in data or "gates" in data) and "version" not in data
+
+
+def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
+    """Every .yaml/.yml file under `root`. One that cannot be read (a dangling link, a link loop) and a
+    folder that cannot be listed are problems: skipping them would report "0 errors" for what lint never
+    read."""
+
+    def unreadable(exc: OSError) -> None:
+        where = display_path(Path(exc.filename)) if exc.filename else display_path(root)
+        problems.append(Problem(Location(where), f"cannot list the folder: {exc.strerror or exc}"))
+
+    found: list[Path] = []
+    for folder, _dirs, names in os.walk(root, onerror=unreadable):
+        for name in names:
+            path = Path(folder) / name
+            if path.suffix not in YAML_SUFFIXES:
+                continue
+            try:
+                path.stat()
+            except OSError as exc:
+                link = f" (a link to {os.readlink(path)})" if path.is_symlink() else ""
+                reason = f"cannot read the file{link}: {exc.strerror or exc}"
+                problems.append(Problem(Location(display_path(path)), reason))
+                continue
+            if path.is_file():
+                found.append(path)
+    return sorted(found)
 
 
 class _Loader:
@@ -302,6 +337,16 @@ class _Loader:
                         f"`{base.model.extends}` does not exist ({display_path(target)})",
                         dotted="extends",
                         hint="the path is relative to the folder of this base file",
+                    )
+                )
+                break
+            if _is_gate_file(target):
+                self.problems.append(
+                    Problem(
+                        loc,
+                        f"`{base.model.extends}` is a gate file (it has `test:`/`gates:`), not a base file",
+                        dotted="extends",
+                        hint="extend a base file (`version: 1` with `defaults:`/`policy:`)",
                     )
                 )
                 break
@@ -506,4 +551,5 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         reference=values["reference"],
         baseline=values["baseline"],
         require_history=values["require_history"],
+        write=values["write"],
     )

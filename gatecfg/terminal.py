@@ -28,8 +28,9 @@ def width() -> int:
 
 
 def text_console() -> Console:
-    """A console that renders plain text into a string, as wide as the terminal."""
-    return Console(file=io.StringIO(), width=width(), color_system=None, highlight=False)
+    """A console that renders plain text into a string, as wide as the terminal. markup=False: a name
+    holding `[bold]` or `[/]` is text, not rich markup."""
+    return Console(file=io.StringIO(), width=width(), color_system=None, highlight=False, markup=False)
 
 
 Advance = Callable[[int], None]

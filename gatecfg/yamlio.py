@@ -9,16 +9,33 @@ still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean
 from __future__ import annotations
 
 import functools
+import gc
+import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import BaseConstructor, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
-from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
+from ruamel.yaml.events import (
+    Event,
+    MappingEndEvent,
+    MappingStartEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.resolver import VersionedResolver
+
+try:
+    from ruamel.yaml.clib._ruamel_yaml import CParser  # type: ignore[import-not-found]
+except ImportError:  # no compiler for the platform: the pure parser does it all, five times slower
+    CParser = None
 
 from gatecfg.errors import InputError, Location, Problem
 
@@ -27,9 +44,11 @@ KeyPath = tuple[str | int, ...]
 _TAG = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null")}
 _MERGE_TAG = f"{_TAG}merge"
+_STR_TAG = f"{_TAG}str"
 # A gate file has a few hundred nodes; a document that expands past this through aliases is an
 # alias bomb ("billion laughs"), not configuration.
 MAX_NODES = 100_000
+MAX_BYTES = 16_000_000
 # A gate file nests five levels deep. Composing recurses once per level, in C for libyaml, which overflows
 # the stack (a segfault, not an exception) somewhere past 10,000 levels; the pure parser hits Python's
 # recursion limit near 300.
@@ -81,17 +100,41 @@ def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
 
 
 def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
+    # A large file makes hundreds of thousands of node, mark and value objects, none of them in a cycle;
+    # the cyclic garbage collector would walk them all again at every generation-2 pass, which took more
+    # than half of the time a 5 MB file loaded in. Paused for the load only.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_yaml(raw, path)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
+    size = len(raw)
+    if size > MAX_BYTES:
+        raise InputError.at(
+            Location(path, 1, 1),
+            f"the file is {size / 1e6:.1f} MB; gatecfg reads YAML files of at most {MAX_BYTES / 1e6:g} MB",
+            hint="a gate file declares a test's gates; split a generated one into a file per test",
+        )
     text = _decode(raw, path) if isinstance(raw, bytes) else raw
+    _check_version(text, path)
     if sum(text.count(opener) for opener in _OPENERS) > SCAN_ABOVE:
         _check_depth(text, path)
-    yaml = _yaml(pure=False)
+    constructor: BaseConstructor
     try:
-        root = yaml.compose(text)
+        if _CLoader is None:
+            raise YAMLError("ruamel.yaml.clib is not installed")
+        loader = _CLoader(text)
+        root, constructor = loader.get_single_node(), loader
     except YAMLError:
-        # libyaml (ruamel.yaml.clib) composes five times faster; the pure parser words its errors
+        # libyaml (ruamel.yaml.clib) composes ten times faster; the pure parser words its errors
         # better and the same on every machine, so a document libyaml rejects is composed again.
         yaml = _yaml(pure=True)
-        root = _compose_or_raise(yaml, text, path)
+        root, constructor = _compose_or_raise(yaml, text, path), yaml.constructor
     if root is None:
         raise InputError.at(
             Location(path, 1, 1),
@@ -99,15 +142,32 @@ def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
             hint="a gate file starts with `test:` and `gates:`; a base file with `version: 1`",
         )
     doc = LoadedDoc(path, None)
-    converter = _Converter(doc, yaml)
+    converter = _Converter(doc, constructor)
     data = converter.convert(root, ())
     return LoadedDoc(path, data, doc.keys, doc.values)
+
+
+_VERSION_DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S*)", re.MULTILINE)
+
+
+def _check_version(text: str, path: str) -> None:
+    """A `%YAML` directive names 1.1 or 1.2: the pure parser asserts on any other (a crash, not an error)."""
+    for found in _VERSION_DIRECTIVE.finditer(text):
+        if found.group(1) not in ("1.1", "1.2"):
+            line = text.count("\n", 0, found.start()) + 1
+            raise InputError.at(
+                Location(path, line, found.start(1) - found.start() + 1),
+                f"invalid YAML: `%YAML {found.group(1)}` is not a YAML version gatecfg reads",
+                hint="write `%YAML 1.2`, or leave the directive out",
+            )
 
 
 @functools.cache
 def _yaml(*, pure: bool) -> YAML:
     """One instance per parser: building a YAML object costs as much as composing a small file."""
-    return YAML(typ="safe", pure=pure)
+    yaml = YAML(typ="safe", pure=pure)
+    yaml.Resolver = _Resolver
+    return yaml
 
 
 def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
@@ -117,12 +177,8 @@ def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
             # refuses it at the second anchor, for both.
             warnings.simplefilter("ignore", ReusedAnchorWarning)
             return yaml.compose(text)  # type: ignore[no-any-return]
-    except MarkedYAMLError as exc:
-        raise InputError([_syntax_problem(exc, path)]) from None
-    except ReaderError as exc:
-        raise InputError([_character_problem(exc, text, path)]) from None
-    except YAMLError as exc:  # unmarked errors are rare (e.g. an undecodable stream)
-        raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
+    except YAMLError as exc:
+        raise _yaml_error(exc, text, path) from None
     except RecursionError:
         # Only a document that libyaml rejected lands here, nested too deep for the pure composer.
         _check_depth(text, path)
@@ -133,27 +189,49 @@ def _compose_or_raise(yaml: YAML, text: str, path: str) -> Node | None:
 
 def _check_depth(text: str, path: str) -> None:
     """Reject a document nested deeper than MAX_DEPTH at the first node too deep, before anything recurses
-    into it. The parser's event stream is flat: reading it never recurses, whatever the nesting."""
-    depth = 0
+    into it. The parser's event stream is flat: reading it never recurses, whatever the nesting. libyaml's
+    parser reads it ten times faster; a document it rejects is read again by the pure one, whose error
+    `_compose_or_raise` words the same on every machine."""
     try:
-        for event in _yaml(pure=True).parse(text):
-            if isinstance(event, MappingStartEvent | SequenceStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    mark = event.start_mark
-                    raise InputError.at(
-                        Location(path, mark.line + 1, mark.column + 1),
-                        f"nested more than {MAX_DEPTH} levels deep",
-                        hint="a gate file nests a few levels; write the value out flat",
-                    )
-            elif isinstance(event, MappingEndEvent | SequenceEndEvent):
-                depth -= 1
-    except MarkedYAMLError as exc:
-        raise InputError([_syntax_problem(exc, path)]) from None
-    except ReaderError as exc:
-        raise InputError([_character_problem(exc, text, path)]) from None
-    except YAMLError as exc:
-        raise InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}") from None
+        if _CLoader is None:
+            raise YAMLError("ruamel.yaml.clib is not installed")
+        loader = _CLoader(text)
+        _deepest(iter(loader.get_event, None), path)
+    except YAMLError:
+        try:
+            _deepest(_yaml(pure=True).parse(text), path)
+        except YAMLError as exc:
+            raise _yaml_error(exc, text, path) from None
+
+
+_OPEN = {MappingStartEvent: 1, SequenceStartEvent: 1, MappingEndEvent: -1, SequenceEndEvent: -1}
+
+
+def _deepest(events: Iterator[Event], path: str) -> None:
+    depth = 0
+    step = _OPEN.get
+    for event in events:
+        # A dictionary lookup by exact class: this loop runs once per event of a file of any size.
+        change = step(type(event), 0)
+        if change:
+            depth += change
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise InputError.at(
+                    Location(path, mark.line + 1, mark.column + 1),
+                    f"nested more than {MAX_DEPTH} levels deep",
+                    hint="a gate file nests a few levels; write the value out flat",
+                )
+        elif type(event) is StreamEndEvent:
+            return
+
+
+def _yaml_error(exc: YAMLError, text: str, path: str) -> InputError:
+    if isinstance(exc, MarkedYAMLError):
+        return InputError([_syntax_problem(exc, path, text)])
+    if isinstance(exc, ReaderError):
+        return InputError([_character_problem(exc, text, path)])
+    return InputError.at(Location(path, 1, 1), f"invalid YAML: {exc}")  # unmarked errors are rare
 
 
 def _decode(raw: bytes, path: str) -> str:
@@ -169,6 +247,16 @@ def _decode(raw: bytes, path: str) -> str:
         ) from None
 
 
+YAML_KEY_CHARS = 1024
+
+
+def _key_length(text: str, line: int, col: int) -> int:
+    """The length of what precedes column `col` of 1-based `line`, less its indentation and quotes."""
+    lines = text.split("\n")
+    before = lines[line - 1][: col - 1] if 0 < line <= len(lines) else ""
+    return len(before.strip().strip("\"'"))
+
+
 def _character_problem(exc: ReaderError, text: str, path: str) -> Problem:
     """A character YAML does not allow (NUL, a control character): where it is, not the stream offset."""
     position = exc.position if isinstance(exc.position, int) else 0
@@ -182,7 +270,7 @@ def _character_problem(exc: ReaderError, text: str, path: str) -> Problem:
     )
 
 
-def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
+def _syntax_problem(exc: MarkedYAMLError, path: str, text: str) -> Problem:
     mark = exc.problem_mark or exc.context_mark
     problem = str(exc.problem or exc.context or "invalid YAML")
     for raw, plain in (("'<stream end>'", "the end of the file"), ("end of stream", "end of the file")):
@@ -204,18 +292,93 @@ def _syntax_problem(exc: MarkedYAMLError, path: str) -> Problem:
         problem, hint = "more than one YAML document", "remove the `---` line: one file holds one document"
     elif "undefined alias" in problem:
         hint = "define the anchor (`&name`) before its alias (`*name`)"
+    elif "mapping values are not allowed" in problem and _key_length(text, line, col) > YAML_KEY_CHARS:
+        # YAML reads a key without `?` only up to 1,024 characters; the `:` after a longer one is then
+        # taken for a value's.
+        problem = (
+            f"a key of {_key_length(text, line, col):,} characters (YAML reads at most {YAML_KEY_CHARS})"
+        )
+        hint = "shorten the name: names are at most 512 bytes"
     elif "mapping values are not allowed" in problem:
         hint = "quote a value that contains `: `"
     return Problem(Location(path, line, col), f"invalid YAML: {problem}", hint=hint)
 
 
-class _Converter:
-    """Node graph -> plain data, recording positions; rejects tags, duplicate keys and alias bombs."""
+class _Resolver(VersionedResolver):
+    """ruamel's resolver, minus its cost: it looks up the YAML version of the document for every node it
+    resolves, and with the C parser (which has no Python scanner) through an AttributeError each time,
+    which was most of the time a large gate file took to load. The version is read as ruamel reads it:
+    the pure scanner's `%YAML` directive, else the loader's version, else YAML 1.2."""
 
-    def __init__(self, doc: LoadedDoc, yaml: YAML) -> None:
+    @property
+    def processing_version(self) -> Any:
+        scanner = getattr(self.loadumper, "_scanner", None)
+        version = getattr(scanner, "yaml_version", None)
+        return version or self._loader_version or (1, 2)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        # The tag of a plain scalar depends on its text only (and the version): a large file repeats
+        # its numbers and keys, so each text's tag is matched against the regular expressions once.
+        if kind is ScalarNode and implicit[0]:
+            key = (value, self.processing_version)
+            found = self._plain_tags.get(key)
+            if found is None:
+                found = self._plain_tags[key] = super().resolve(kind, value, implicit)
+            return found
+        return super().resolve(kind, value, implicit)
+
+    @functools.cached_property
+    def _plain_tags(self) -> dict[tuple[str, Any], Any]:
+        return {}
+
+
+_CLoader: Any = None
+if CParser is not None:
+
+    class _CLoader(CParser, SafeConstructor, _Resolver):  # type: ignore[misc,no-redef]
+        """ruamel's C loader (libyaml parses and composes), resolving and constructing scalars as
+        `YAML(typ="safe")` does: composing in C is most of the gain on a large file."""
+
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            self._parser = self._composer = self
+            SafeConstructor.__init__(self, loader=self)
+            _Resolver.__init__(self, loadumper=self)
+            self._table: Any = None
+
+        @property
+        def versioned_resolver(self) -> Any:
+            # libyaml reads no `%YAML` directive: one version, so one table, for the whole file.
+            if self._table is None:
+                self._table = _Resolver.versioned_resolver.fget(self)  # type: ignore[attr-defined]
+            return self._table
+
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            # One version for the file (above): a plain scalar's tag is its text's, looked up directly.
+            if kind is ScalarNode and implicit[0]:
+                found = self._by_text.get(value)
+                if found is None:
+                    found = self._by_text[value] = _Resolver.resolve(self, kind, value, implicit)
+                return found
+            return _Resolver.resolve(self, kind, value, implicit)
+
+        @functools.cached_property
+        def _by_text(self) -> dict[str, Any]:
+            return {}
+
+
+class _Converter:
+    """Node graph -> plain data, recording positions; rejects tags, duplicate keys and alias bombs.
+
+    Every node is converted once where it is written; a node reached again, through an alias or a merge
+    key (`<<`), costs the budget one unit per value it expands to. So an honest file of any size (up to
+    MAX_BYTES) loads, and the work an expanding one makes is bounded by MAX_NODES, however it nests."""
+
+    def __init__(self, doc: LoadedDoc, constructor: BaseConstructor) -> None:
         self.doc = doc
-        self.constructor = yaml.constructor
+        self.constructor = constructor
         self.budget = MAX_NODES
+        self.seen: set[int] = set()
         self.stack: set[int] = set()
         self.anchors: dict[str, tuple[int, int]] = {}  # name -> (id of its node, line)
 
@@ -223,25 +386,35 @@ class _Converter:
         loc = Location(self.doc.path, node.start_mark.line + 1, node.start_mark.column + 1)
         return InputError([Problem(loc, message, dotted=dotted(path), hint=hint)])
 
+    def spend(self, node: Node, path: KeyPath) -> None:
+        """Charge a collection reached again (an expansion) to the budget, one unit for it and one per
+        item or pair, so that its scalars need no bookkeeping of their own; the first visit is free."""
+        if isinstance(node, ScalarNode):
+            return
+        if id(node) not in self.seen:
+            self.seen.add(id(node))
+            return
+        self.budget -= 1 + len(node.value)
+        if self.budget >= 0:
+            return
+        # Deep inside the expansion both the node (an anchor's definition) and the list indices mean
+        # nothing to the reader: name the nearest key whose value blows up.
+        keyed = path
+        while keyed and isinstance(keyed[-1], int):
+            keyed = keyed[:-1]
+        raise InputError(
+            [
+                Problem(
+                    self.doc.location(keyed, key=True),
+                    f"the value expands to more than {MAX_NODES} values through aliases and merge keys",
+                    dotted=dotted(keyed),
+                    hint="write the values out instead of nesting aliases or `<<` merges",
+                )
+            ]
+        )
+
     def convert(self, node: Node, path: KeyPath) -> Any:
-        self.budget -= 1
-        if self.budget < 0:
-            # Deep inside the expansion both the node (an anchor's definition) and the list indices
-            # mean nothing to the reader: name the nearest key whose value blows up.
-            keyed = path
-            while keyed and isinstance(keyed[-1], int):
-                keyed = keyed[:-1]
-            loc = self.doc.location(keyed, key=True)
-            raise InputError(
-                [
-                    Problem(
-                        loc,
-                        f"the value expands to more than {MAX_NODES} values through aliases",
-                        dotted=dotted(keyed),
-                        hint="write the values out instead of nesting aliases",
-                    )
-                ]
-            )
+        self.spend(node, path)
         self.doc.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if len(path) > MAX_DEPTH:
             # Aliases of aliases nest without the text nesting: each level is one more recursion here.
@@ -251,7 +424,7 @@ class _Converter:
                 _outer_keys(path),
                 hint="a gate file nests a few levels; write the value out flat",
             )
-        anchor = getattr(node, "anchor", None)
+        anchor = node.anchor
         if anchor:
             first = self.anchors.setdefault(str(anchor), (id(node), node.start_mark.line + 1))
             if first[0] != id(node):
@@ -268,47 +441,82 @@ class _Converter:
                 path,
                 hint="an anchor cannot contain its own alias; write the values out",
             )
+        tag = _tag(node)
         if isinstance(node, ScalarNode):
-            return self.scalar(node, path)
+            return self.scalar(node, tag, path)
         self.stack.add(id(node))
         try:
             if isinstance(node, MappingNode):
-                return self.mapping(node, path)
+                return self.mapping(node, tag, path)
             if isinstance(node, SequenceNode):
-                self.check_tag(node, f"{_TAG}seq", path)
-                return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+                self.check_tag(node, tag, f"{_TAG}seq", path)
+                return [self.item(item, (*path, i)) for i, item in enumerate(node.value)]
         finally:
             self.stack.discard(id(node))
         raise self.fail(node, "unsupported YAML node", path)
 
-    def check_tag(self, node: Node, expected: str, path: KeyPath) -> None:
-        if str(node.tag) != expected:
+    def item(self, node: Node, path: KeyPath) -> Any:
+        """`convert`, with a shortcut for what most of a large file is: an untagged, unanchored scalar
+        (a string, or a number or boolean the resolver recognised), whose value needs no checks."""
+        ctag = node.ctag
+        if type(node) is not ScalarNode or node.anchor or ctag.handle is not None or len(path) > MAX_DEPTH:
+            return self.convert(node, path)
+        mark = node.start_mark
+        self.doc.values.setdefault(path, (mark.line + 1, mark.column + 1))
+        tag = ctag.suffix
+        if tag == _STR_TAG:
+            return node.value
+        if tag in _SCALAR_TAGS:
+            try:
+                return self.constructor.yaml_constructors[tag](self.constructor, node)
+            except (ValueError, KeyError, TypeError, OverflowError):
+                pass  # an explicit tag on text it cannot convert (`!!float abc`): `scalar` says where
+        return self.convert(node, path)
+
+    def check_tag(self, node: Node, tag: str, expected: str, path: KeyPath) -> None:
+        if tag != expected:
             raise self.fail(
                 node,
-                f"YAML tag `{_short_tag(str(node.tag))}` is not allowed",
+                f"YAML tag `{_short_tag(tag)}` is not allowed",
                 path,
                 hint="gate files hold plain values; remove the tag",
             )
 
-    def scalar(self, node: ScalarNode, path: KeyPath) -> Any:
-        tag = str(node.tag)
+    def scalar(self, node: ScalarNode, tag: str, path: KeyPath) -> Any:
+        if tag == _STR_TAG:
+            return str(node.value)  # what the constructor would return, without its dispatch
         if tag == f"{_TAG}timestamp":
             return str(node.value)  # no field takes a date: keep the text so the error quotes it
         if tag not in _SCALAR_TAGS:
-            self.check_tag(node, f"{_TAG}str", path)
-        return self.constructor.construct_object(node, deep=True)
+            self.check_tag(node, tag, _STR_TAG, path)
+        try:
+            # The constructor's own table, without construct_object's bookkeeping for recursive objects
+            # (a scalar is never one) and its per-node tag decoding.
+            return self.constructor.yaml_constructors[tag](self.constructor, node)
+        except (ValueError, KeyError, TypeError, OverflowError):
+            # Only an explicit tag gets here (`!!float abc`): untagged text resolves to what it reads as.
+            name = _short_tag(tag)
+            raise self.fail(
+                node,
+                f"`{name} {node.value}` is not a valid {name.removeprefix('!!')}",
+                path,
+                hint=f"remove the `{name}` tag, or write a value of that type",
+            ) from None
 
-    def mapping(self, node: MappingNode, path: KeyPath, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def mapping(
+        self, node: MappingNode, tag: str, path: KeyPath, skip: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
         """Keys in `skip` are already written nearer (merge keys): their values and positions lose."""
-        self.check_tag(node, f"{_TAG}map", path)
+        self.check_tag(node, tag, f"{_TAG}map", path)
         out: dict[str, Any] = {}
         first_seen: dict[str, int] = {}
         merges: list[Node] = []
         for key_node, value_node in node.value:
-            if str(key_node.tag) == _MERGE_TAG:
+            key_tag = _tag(key_node)
+            if key_tag == _MERGE_TAG:
                 merges.append(value_node)
                 continue
-            if not isinstance(key_node, ScalarNode) or str(key_node.tag) != f"{_TAG}str":
+            if not isinstance(key_node, ScalarNode) or key_tag != _STR_TAG:
                 raise self.fail(
                     key_node,
                     f"keys must be strings, got `{_source_text(key_node)}`",
@@ -332,10 +540,11 @@ class _Converter:
                 # An empty value's mark is wherever the next token starts, often the next line:
                 # the key is where the reader wrote `enforce:` and left it empty.
                 self.doc.values.setdefault(child, self.doc.keys[child])
-            out[key] = self.convert(value_node, child)
+            out[key] = self.item(value_node, child)
         # Merged after the explicit keys, whatever the order in the file, so that an overridden
         # merged value never records its position over the key that really wins.
         for merge in merges:
+            self.spend(merge, path)
             for source in merge.value if isinstance(merge, SequenceNode) else [merge]:
                 if not isinstance(source, MappingNode):
                     raise self.fail(
@@ -344,7 +553,19 @@ class _Converter:
                         path,
                         hint="merge an anchored mapping: `<<: *name` where `&name` marks a mapping",
                     )
-                out.update(self.mapping(source, path, skip | frozenset(out)))
+                if id(source) in self.stack:
+                    raise self.fail(
+                        source,
+                        "`<<` merges the mapping that contains it",
+                        path,
+                        hint="a mapping cannot merge itself; merge another anchored mapping",
+                    )
+                self.spend(source, path)
+                self.stack.add(id(source))
+                try:
+                    out.update(self.mapping(source, _tag(source), path, skip | frozenset(out)))
+                finally:
+                    self.stack.discard(id(source))
         return out
 
 
@@ -356,6 +577,12 @@ def _outer_keys(path: KeyPath, keep: int = 3) -> KeyPath:
 
 def _is_empty(node: Node) -> bool:
     return isinstance(node, ScalarNode) and node.value == "" and not node.style  # plain: None or ""
+
+
+def _tag(node: Node) -> str:
+    """`str(node.tag)`, without ruamel's URI decoding for the resolved tags that need none."""
+    ctag = node.ctag
+    return str(ctag.suffix) if ctag.handle is None else str(ctag)
 
 
 def _short_tag(tag: str) -> str:

@@ -15,6 +15,23 @@ from gatecfg import terminal
 from gatecfg.store import Store
 
 PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
+# What tells gatecfg it runs in CI, and on which event and branch (gatecfg.write_policy.ci_job).
+CI_VARIABLES = (
+    "GITHUB_ACTIONS",
+    "GITHUB_EVENT_NAME",
+    "GITHUB_BASE_REF",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "JENKINS_URL",
+)
+
+
+@pytest.fixture(autouse=True)
+def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run as on a developer's machine, also when CI runs them for a pull request (whose event
+    would make the write policy refuse every `evaluate --write`); write-policy tests set what they need."""
+    for variable in CI_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
 
 
 REPORT_WIDTH = 200

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatecfg.cli import main
+from gatecfg.errors import EXIT_BUG
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,12 +21,18 @@ class CliResult:
     err: str
 
 
+class GatecfgBugError(AssertionError):
+    """The CLI's boundary caught an unexpected exception (exit 70): a test that meets one fails."""
+
+
 def run_cli(*args: str | Path) -> CliResult:
-    """Run the real entry point in-process. Only errors meant for users are handled by `main`;
-    anything else propagates, so a traceback fails the test instead of hiding in captured output."""
+    """Run the real entry point in-process. `main` turns an unexpected exception into exit 70 with a
+    one-line message; here it is raised with its traceback instead, so that it fails the test."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
+        code = main(["--debug", *(str(a) for a in args)])
+    if code == EXIT_BUG:
+        raise GatecfgBugError(f"gatecfg {' '.join(map(str, args))} crashed:\n{err.getvalue()}")
     return CliResult(code, out.getvalue(), err.getvalue())
 
 

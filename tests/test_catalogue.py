@@ -10,10 +10,10 @@ The cases live in tests/catalogue/*.txt, one file per kind of input:
 
 A case writes its files (`--- path`; `--- path -> target` makes a symlink; without any `--- path`, the
 body replaces the kind's usual file) over a small valid tree, runs the kind's command line (or its own
-`--- argv` section, one argument per line) from that folder, and expects exit 2 with a problem line
-`<location>: error: ...` holding the words. `*` in the location stands for any line or column. Other
-directives: `### bytes` (the body's \\xNN escapes are raw bytes) and `### fill: TOKEN UNIT COUNT` (TOKEN in
-the body becomes UNIT repeated COUNT times; a JSON-quoted UNIT may hold spaces).
+`--- argv` section, one argument per line, fills applied) from that folder, and expects exit 2 with a
+problem line `<location>: error: ...` holding the words. `*` in the location stands for any line or column.
+Other directives: `### bytes` (the body's \\xNN escapes are raw bytes) and `### fill: TOKEN UNIT COUNT`
+(TOKEN in the body becomes UNIT repeated COUNT times; a JSON-quoted UNIT may hold spaces).
 """
 
 from __future__ import annotations
@@ -140,10 +140,14 @@ def _directive(case: Case, text: str) -> None:
 ALL = [case for kind in KINDS for case in load(kind)]
 
 
-def _content(case: Case, lines: list[str]) -> bytes:
-    text = "\n".join(lines).strip("\n")
+def _filled(case: Case, text: str) -> str:
     for token, unit, count in case.fills:
         text = text.replace(token, unit * count)
+    return text
+
+
+def _content(case: Case, lines: list[str]) -> bytes:
+    text = _filled(case, "\n".join(lines).strip("\n"))
     text += "\n" if text else ""
     if case.raw_bytes:
         return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
@@ -156,7 +160,7 @@ def _build(case: Case, root: Path) -> list[str]:
     argv = KINDS[case.kind][1]
     for path, lines in case.files.items():
         if path == "argv":
-            argv = [line for line in lines if line]
+            argv = [_filled(case, line) for line in lines if line]
         else:
             files[path] = _content(case, lines)
     for path in case.links:

@@ -148,7 +148,7 @@ def _bomb(levels: int) -> str:
 
 def test_an_alias_bomb_is_stopped_by_the_node_budget_at_the_key_that_explodes() -> None:
     location, path, message, _ = problem_of(_bomb(6))
-    assert message == f"the value expands to more than {MAX_NODES} values through aliases"
+    assert message == f"the value expands to more than {MAX_NODES} values through aliases and merge keys"
     assert (location, path) == (Location("f.yaml", 5, 1), "l4")
 
 

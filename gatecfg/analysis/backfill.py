@@ -22,6 +22,7 @@ from gatecfg import __version__
 from gatecfg.analysis.backtest import StoredRun, StoredValue, replay
 from gatecfg.analysis.importer import Export, ImportedRun
 from gatecfg.errors import InputError
+from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, RunInfo, Status, StoredPoint
@@ -85,6 +86,19 @@ def backfill(
     among the series' `stored` runs; which metrics the export holds is read from all of its runs."""
     check_shapes(test, export)
     fresh = [run for run in export.runs if run.run_id not in already_stored]
+    declared = {g.metric for g in test.gates}
+    for run in fresh:
+        if not declared & set(run.record.columns):
+            # A run of nothing but unusable columns (`m@-1`, `m@abc`, metrics no gate declares) would be
+            # stored with no value at all, yet count as a night in every analysis.
+            holds = ", ".join(f"`{m}`" for m in sorted(run.record.columns)) or "no values"
+            raise InputError.at(
+                run.location,
+                f"run `{run.run_id}` holds no value of any gate of {test.test} (it has {holds})",
+                dotted="run_id",
+                hint=f"columns are `<metric>` or `<metric>@<step>` (step 0 to {MAX_STEP}) for the gates "
+                f"of {test.file}: " + ", ".join(sorted(declared)),
+            )
     imported = [
         (
             run.created_at,
@@ -137,7 +151,6 @@ def backfill(
             written_by=WRITTEN_BY,
         )
         writes.append((info, points))
-    declared = {g.metric for g in test.gates}
     given = {m for run in export.runs for m in run.record.columns}
     return Backfill(
         runs=tuple(writes),

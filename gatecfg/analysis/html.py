@@ -6,13 +6,13 @@ beside the page. Every text that comes from gate files or the store is escaped.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from gatecfg.analysis.false_alarm import Estimate
 from gatecfg.band import fmt
+from gatecfg.escape import html_text
 from gatecfg.resolve import ResolvedGate
 
 CSS = """
@@ -66,8 +66,7 @@ class TestView:
     series: Sequence[SeriesView]
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+_e = html_text
 
 
 def _labels(labels: Mapping[str, str]) -> str:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gatecfg.errors import InputError, Location
+from gatecfg.models import MAX_STEP
 from gatecfg.records import Point, Record, shorten
 from gatecfg.textio import read_text
 
@@ -106,6 +107,12 @@ def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
     text = raw.strip()
     try:
         value = datetime.fromisoformat(text)
+        # Near the ends of time a zone's offset moves the instant out of datetime's range.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise InputError.at(
+            location, f"`{shorten(text)}` is out of the range of dates", dotted=dotted, hint="check the year"
+        ) from None
     except ValueError:
         raise InputError.at(
             location,
@@ -113,7 +120,6 @@ def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
             dotted=dotted,
             hint="write e.g. 2024-05-01 or 2024-05-01T02:30:00Z (a time without a zone is read as UTC)",
         ) from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _number(raw: str, location: Location, dotted: str) -> float:
@@ -152,7 +158,7 @@ class _Column:
 
 def _split_metric(name: str) -> tuple[str, int | None]:
     metric, sep, step = name.rpartition("@")
-    if sep and metric and step.isdigit():
+    if sep and metric and step.isdigit() and int(step) <= MAX_STEP:
         return metric, int(step)
     return name, None
 
@@ -359,9 +365,11 @@ def _pairs(given: list[object], location: Location, dotted: str) -> dict[int, Po
         step = pair[0]
         if type(step) is float and step.is_integer():
             step = int(step)
-        if type(step) is not int or step < 0:
+        if type(step) is not int or not 0 <= step <= MAX_STEP:
             raise InputError.at(
-                location, f"item {i} has step {json.dumps(pair[0])}, not a whole number >= 0", dotted=dotted
+                location,
+                f"item {i} has step {json.dumps(pair[0])}, not a whole number from 0 to {MAX_STEP:,}",
+                dotted=dotted,
             )
         if step in points:
             raise InputError.at(

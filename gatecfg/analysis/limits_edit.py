@@ -7,8 +7,11 @@ Everything else stays byte for byte: comments, key order, flow or block style, q
 there, and a reviewer should see a diff of numbers.) Where the gate file writes no `limits:` for the gate
 yet, one `limits: {min: ..}` line is added, indented like its neighbours.
 
-The edited text is checked before the file is touched: it must load, resolve, and give the gate exactly
-the new limits. The file is then replaced atomically (a temporary file in the same folder, renamed).
+The edited text is checked before the file is touched: it must load, resolve, give the gate exactly the
+new limits, and give every other gate of the file exactly what it resolved to before. Limits that are an
+alias or come through a `<<` merge are not edited where they are written (that would change every gate
+sharing them): the gate gets its own `limits:` literal. The file is then replaced atomically
+(`textio.write_text`: through a symlink, keeping permissions and CRLF line ends).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from gatecfg.errors import InputError, Location
-from gatecfg.resolve import load_tree
+from gatecfg.resolve import GateTree, load_tree
+from gatecfg.textio import write_text
 
 COMMENT_PREFIX = "# gatecfg rebaseline"
 NUMBER = re.compile(r"[-+]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\.(?:inf|Inf|INF)")
@@ -116,7 +120,12 @@ def apply_edit(text: str, path: str, edit: LimitsEdit) -> str:
     gates = doc["gates"]
     node = gates[edit.metric]
     limits = node.get("limits") if isinstance(node, CommentedMap) else None
-    if isinstance(limits, CommentedMap) and set(edit.new) <= set(limits):
+    if isinstance(node, CommentedMap) and "limits" in node and (not _own(node, "limits") or _shared(limits)):
+        # The limits are another node's (an alias, or a `<<` merge): editing them there would change
+        # every gate that shares them. This gate gets its own literal instead.
+        full = {**_plain(limits), **edit.new} if isinstance(limits, CommentedMap) else dict(edit.new)
+        text, key_line = _own_limits(text, path, node, full)
+    elif isinstance(limits, CommentedMap) and set(edit.new) <= set(limits):
         # The usual case: the numbers are there; replace them right to left so positions stay valid.
         positions = sorted((limits.lc.value(side), side) for side in edit.new)
         for (line, col), side in reversed(positions):
@@ -131,21 +140,10 @@ def apply_edit(text: str, path: str, edit: LimitsEdit) -> str:
         line, col = node.lc.value("limits")
         text = _replace(text, (line, col), NULL, flow(edit.new), path)
         key_line = int(node.lc.key("limits")[0])
-    elif isinstance(node, CommentedMap) and node.fa.flow_style():
-        line, col = node.lc.key(next(iter(node)))
-        lines = text.splitlines(keepends=True)
-        start = _line_start(lines, line) + col
-        text = text[:start] + f"limits: {flow(edit.new)}, " + text[start:]
-        key_line = int(gates.lc.key(edit.metric)[0])
     elif isinstance(node, CommentedMap):
-        line, col = _limits_slot(node)
-        lines = text.splitlines(keepends=True)
-        newline = "\r\n" if lines[line - 1].endswith("\r\n") else "\n"
-        if not lines[line - 1].endswith(("\n", "\r")):
-            lines[line - 1] += newline
-        lines.insert(line, f"{' ' * col}limits: {flow(edit.new)}{newline}")
-        text = "".join(lines)
-        key_line = line
+        text, key_line = _insert_limits(text, node, flow(edit.new))
+        if node.fa.flow_style():
+            key_line = int(gates.lc.key(edit.metric)[0])
     else:
         text, key_line = _expand_one_liner(text, path, gates, edit)
     lines = text.splitlines(keepends=True)
@@ -156,7 +154,7 @@ def _limits_slot(node: CommentedMap) -> tuple[int, int]:
     """Where a new `limits:` line goes in a block mapping: right after `steps` / `constraint` (the
     documented order of fields) when the later of them holds a one-line value; else before the first key.
     Right after a key rather than before the next one, so that a comment above the next key stays its own."""
-    keys = list(node)
+    keys = _own_keys(node)
     first_line, col = (int(x) for x in node.lc.key(keys[0]))
     before = [k for k in keys if k in ("steps", "constraint")]
     if not before:
@@ -166,6 +164,62 @@ def _limits_slot(node: CommentedMap) -> tuple[int, int]:
     value = node[last]
     block = isinstance(value, CommentedMap) and not value.fa.flow_style()
     return (key_line + 1, col) if key_line == value_line and not block else (first_line, col)
+
+
+def _own(node: CommentedMap, key: str) -> bool:
+    """Whether `key` is written in `node` itself rather than merged into it by `<<`."""
+    return key in node.lc.data
+
+
+def _own_keys(node: CommentedMap) -> list[Any]:
+    return [key for key in node if _own(node, key)]
+
+
+def _shared(value: Any) -> bool:
+    """An anchored value (`&name`, or an alias `*name` of one): other gates may use the same node."""
+    anchor = getattr(value, "anchor", None)
+    return bool(anchor is not None and anchor.value)
+
+
+ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+
+
+def _own_limits(text: str, path: str, node: CommentedMap, full: Mapping[str, float]) -> tuple[str, int]:
+    """Give the gate its own `limits:` literal: replace an alias (`limits: *lim`) by it, or add the key
+    when the limits come through `<<`. An anchor defined at this gate is used by others: refused."""
+    literal = flow(full)
+    if _own(node, "limits"):
+        line, col = (int(x) for x in node.lc.key("limits"))
+        lines = text.splitlines(keepends=True)
+        after = _line_start(lines, line) + col + len("limits")
+        alias = re.compile(r"\s*:\s*").match(text, after)
+        found = ALIAS.match(text, alias.end()) if alias else None
+        if found is None:
+            raise InputError.at(
+                Location(path, line + 1, col + 1),
+                "these limits carry an anchor (`&name`) that other gates may use; editing them here "
+                "would change those gates too",
+                hint=f"write `limits: {literal}` here by hand, and keep the anchor where it is shared",
+            )
+        return text[: found.start()] + literal + text[found.end() :], line
+    return _insert_limits(text, node, literal)
+
+
+def _insert_limits(text: str, node: CommentedMap, literal: str) -> tuple[str, int]:
+    """A `limits:` key written into a gate's own mapping (first in a flow mapping; in a block mapping
+    where `_limits_slot` puts it), and the line it is on."""
+    if node.fa.flow_style():
+        line, col = (int(x) for x in node.lc.key(_own_keys(node)[0]))
+        lines = text.splitlines(keepends=True)
+        start = _line_start(lines, line) + col
+        return text[:start] + f"limits: {literal}, " + text[start:], line
+    line, col = _limits_slot(node)
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines[line - 1].endswith("\r\n") else "\n"
+    if not lines[line - 1].endswith(("\n", "\r")):
+        lines[line - 1] += newline
+    lines.insert(line, f"{' ' * col}limits: {literal}{newline}")
+    return "".join(lines), line
 
 
 def _plain(limits: CommentedMap) -> dict[str, float]:
@@ -206,35 +260,67 @@ def _expand_one_liner(text: str, path: str, gates: CommentedMap, edit: LimitsEdi
 
 
 def write_limits(path: Path, shown: str, gates_root: Path, test: str, edits: Sequence[LimitsEdit]) -> None:
-    """Apply `edits` to the gate file at `path`, check the result resolves to them, replace atomically."""
-    original = path.read_text(encoding="utf-8")
+    """Apply `edits` to the gate file at `path`; check that the result gives the edited gates their new
+    limits and changes nothing else any gate of the file resolves to; then write it in place (through a
+    symlink, keeping the file's permissions and line ends)."""
+    try:
+        original = path.read_bytes().decode("utf-8")  # bytes: reading text would turn CRLF into LF
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError.at(Location(shown), f"cannot read the gate file to edit it: {exc}") from None
     text = original
     for edit in edits:
         text = apply_edit(text, shown, edit)
+    before = _resolved(load_tree(gates_root, files=[path]), test, shown)
+    # Checked beside the file (inside the gates root, so it inherits the same base files).
     handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
             out.write(text)
-        _check(tmp, shown, gates_root, test, edits)
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        tmp.replace(path)
+        _check(load_tree(gates_root, files=[tmp]), before, shown, test, edits)
     finally:
         tmp.unlink(missing_ok=True)
+    write_text(path, text, what="gate file")
 
 
-def _check(tmp: Path, shown: str, gates_root: Path, test: str, edits: Sequence[LimitsEdit]) -> None:
-    tree = load_tree(gates_root, files=[tmp])
+def _resolved(tree: GateTree, test: str, shown: str) -> dict[str, dict[str, Any]]:
+    """What each gate of `test` resolves to, without where it was written."""
     resolved = tree.tests.get(test)
+    if resolved is None:
+        return {}
+    where = ("file", "line", "sources", "coordinate")
+    return {
+        gate.metric: {k: v for k, v in gate.as_json("").items() if k not in where} for gate in resolved.gates
+    }
+
+
+def _check(
+    tree: GateTree,
+    before: Mapping[str, Mapping[str, Any]],
+    shown: str,
+    test: str,
+    edits: Sequence[LimitsEdit],
+) -> None:
+    after = _resolved(tree, test, shown)
     problems = "; ".join(p.message for p in tree.problems)
+    edited = {edit.metric: edit for edit in edits}
     for edit in edits:
-        gate = None if resolved is None else resolved.gate(edit.metric)
-        got = None if gate is None or gate.limits is None else gate.limits.literal()
-        wanted = {**(got or {}), **edit.new}
+        got = after.get(edit.metric, {}).get("limits")
+        wanted = {**(before.get(edit.metric, {}).get("limits") or {}), **edit.new}
         if tree.problems or got != wanted:
             raise InputError.at(
                 Location(shown),
                 f"the edited file would not give `{edit.metric}` the limits {flow(edit.new)}"
                 + (f" ({problems})" if problems else ""),
                 hint=f"nothing was written; set `limits: {flow(edit.new)}` by hand",
+            )
+    for metric, was in before.items():
+        now = dict(after.get(metric, {}))
+        if metric in edited:
+            now["limits"] = was["limits"]
+        if now != was:
+            raise InputError.at(
+                Location(shown),
+                f"the edit would also change `{metric}`, which it does not name (a shared anchor or merge)",
+                hint="nothing was written; give each gate its own `limits:` literal, then run again",
             )

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from gatecfg.analysis.regimes import Regimes
 from gatecfg.analysis.series import Night
+from gatecfg.escape import mathtext_label
 
 Kind = Literal["svg", "png"]
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 3.4, 100
@@ -68,7 +69,7 @@ def render(chart: Chart, kind: Kind) -> bytes:
 
 def _draw(ax: Any, chart: Chart) -> None:
     nights = [n for n in chart.nights if math.isfinite(n.value)]
-    ax.set_title(chart.title, loc="left", fontsize=9)
+    ax.set_title(mathtext_label(chart.title), loc="left", fontsize=9)
     if not nights:
         ax.text(0.5, 0.5, "no stored values", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])

@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from gatecfg import __version__
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
+from gatecfg.escape import terminal
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -22,7 +24,9 @@ from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.textio import check_writable, write_text
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
+from gatecfg.write_policy import ci_job, write_refusal
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,15 @@ class Request:
     url: str | None = None
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
     require_history: bool = False  # --require-history; the policy field `require_history` does the same
+    write_override: str | None = None  # --override-write-policy REASON, stored with the run
 
 
 def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
     resolved = load_tree(req.gates).test(test)
+    if req.write:
+        check_write_policy(resolved, req.write_override)
     record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
@@ -84,6 +91,7 @@ def run_evaluation(req: Request) -> RunReport:
                 created_at=datetime.now(UTC),
                 gate_trusted=is_trusted,
                 written_by=__version__,
+                write_override=req.write_override,
             )
             stored = store.write_run(info, _points(results, series, test))
         return RunReport(
@@ -117,6 +125,20 @@ def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: b
         else "every gate is cold and cannot fail; the first nightly `--write` starts the history"
     )
     return f"NOTICE: no stored history for series {series} in {store}: {consequence}"
+
+
+def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
+    """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
+    refusal = write_refusal(resolved.policy.write, ci_job())
+    if refusal is None or override:
+        return
+    raise InputError.at(
+        "--write",
+        f"this job may not write a baseline: {refusal}",
+        hint="a pull request's run must not become history; nightlies on the default branch write. "
+        "Allow more with `policy.write` in base.yaml, or pass "
+        "--override-write-policy REASON for a backfill (the reason is stored with the run)",
+    )
 
 
 def _rekeys(
@@ -190,10 +212,19 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
     return "\n".join(body)
 
 
-def print_report(report: RunReport, outputs: Sequence[Output]) -> int:
-    """The notices, the banner, the reports and the step summary of an evaluation; returns its exit code."""
+def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
+    """Check every file the command will write, before the run is evaluated and stored (a typo in
+    --output must not fail the job after the run went into history); open the step summary."""
+    for output in outputs:
+        if output.path is not None:
+            check_writable(output.path, what="report")
+    return _step_summary()
+
+
+def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO | None) -> int:
+    """The banner, the reports and the step summary of an evaluation; returns its exit code."""
     for note in report.notes:
-        print(f"gatecfg evaluate: {note}", file=sys.stderr)
+        print(f"gatecfg evaluate: {terminal(note)}", file=sys.stderr)
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:
@@ -201,19 +232,31 @@ def print_report(report: RunReport, outputs: Sequence[Output]) -> int:
         if output.path is None:
             sys.stdout.write(text)
         else:
-            _write(output.path, text)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(render(report, "markdown"))
+            write_text(output.path, text, what="report")
+    if summary is not None:
+        try:
+            with summary:
+                summary.write(render(report, "markdown"))
+        except OSError as exc:
+            print(
+                f"gatecfg: warning: GITHUB_STEP_SUMMARY: cannot write: {exc.strerror or exc}", file=sys.stderr
+            )
     return report.exit_code
 
 
-def _write(path: Path, text: str) -> None:
+def _step_summary() -> TextIO | None:
+    """The job summary file GitHub names, opened for appending; a warning (not a failed job) and no
+    summary when it cannot be: the verdict and the history do not depend on it."""
+    name = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not name:
+        return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise InputError.at(str(path), f"cannot write the report: {exc.strerror or exc}") from None
+        return open(name, "a", encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(
+            f"gatecfg: warning: GITHUB_STEP_SUMMARY={terminal(name)}: cannot append the markdown summary: "
+            f"{reason}; the run is evaluated without it",
+            file=sys.stderr,
+        )
+        return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,10 +47,12 @@ def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
 
 def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], set[str], list[ResolvedTest]]:
     """The problems of the selected files (each once), the files checked, and their resolved tests."""
-    roots, problems = _roots(paths, gates)
+    problems: list[Problem] = [p for path in paths if (p := _not_lintable(path)) is not None]
+    lintable = [path for path in paths if _not_lintable(path) is None]
     checked: set[str] = set()
     tests: dict[str, ResolvedTest] = {}
-    for root, files in roots.items():
+    # Paths given, none of them lintable: their problems are the answer, not the whole --gates tree.
+    for root, files in (_roots(lintable, gates) if lintable or not paths else {}).items():
         tree = load_tree(root)
         checked.update(f for f in tree.files if _selected(f, files))
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
@@ -89,9 +92,8 @@ def _over_budget(
     return warnings
 
 
-def _roots(paths: Sequence[Path], gates: Path) -> tuple[dict[Path, set[str] | None], list[Problem]]:
-    """Group the given paths by the gates root that resolves them (None selects a whole tree), and the
-    problems of paths that cannot be linted at all.
+def _roots(paths: Sequence[Path], gates: Path) -> dict[Path, set[str] | None]:
+    """Group the given paths by the gates root that resolves them (None selects a whole tree).
 
     A path inside `--gates` is resolved against it. Any other path is resolved against its own gates
     root (`gates_root`), whatever the working directory: pre-commit passes the changed files of a tree
@@ -99,15 +101,10 @@ def _roots(paths: Sequence[Path], gates: Path) -> tuple[dict[Path, set[str] | No
     may inherit it, directly or through `extends:`.
     """
     if not paths:
-        return {gates: None}, []
+        return {gates: None}
     groups: dict[Path, set[str] | None] = {}
-    problems: list[Problem] = []
     gates_root = gates.resolve()
     for path in paths:
-        problem = _unlintable(path)
-        if problem is not None:
-            problems.append(problem)
-            continue
         full = path.resolve()
         root = gates_root if full.is_relative_to(gates_root) else gates_root_of(full)
         selection = groups.setdefault(root, set())
@@ -115,23 +112,7 @@ def _roots(paths: Sequence[Path], gates: Path) -> tuple[dict[Path, set[str] | No
             groups[root] = None
         elif selection is not None:
             selection.add(str(full))
-    return groups, problems
-
-
-def _unlintable(path: Path) -> Problem | None:
-    if not path.exists():
-        return Problem(
-            Location(str(path)),
-            "no such file or folder",
-            hint="lint takes gate files and folders of them; check the path (and the hook's `files:`)",
-        )
-    if path.is_file() and path.suffix not in YAML_SUFFIXES:
-        return Problem(
-            Location(str(path)),
-            "not a YAML file: gate files end in .yaml or .yml",
-            hint="pass gate files only, e.g. with the hook's `files: ^ci/gates/.*\\.ya?ml$`",
-        )
-    return None
+    return groups
 
 
 def gates_root_of(path: Path) -> Path:
@@ -154,6 +135,28 @@ def _extends(base: Path) -> bool:
     except InputError:
         return False  # a broken base file is a root of its own: its errors are reported there
     return isinstance(data, dict) and data.get("extends") is not None
+
+
+def _not_lintable(path: Path) -> Problem | None:
+    """A path given on the command line that names no gate file nor folder: an error, not "0 errors"."""
+    shown = str(path)
+    try:
+        if path.is_dir():
+            return None
+        if path.is_symlink() and not path.exists():
+            return Problem(Location(shown), f"is a link to {os.readlink(path)}, which does not exist")
+        if not path.exists():
+            return Problem(Location(shown), "no such file or folder")
+        if path.suffix not in YAML_SUFFIXES:
+            return Problem(
+                Location(shown),
+                "is not a YAML file (.yaml or .yml)",
+                hint="pass gate files, base files or the folders that hold them",
+            )
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return Problem(Location(shown), f"cannot read it: {reason}")
+    return None
 
 
 def _selected(shown: str, files: set[str] | None) -> bool:

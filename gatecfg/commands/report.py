@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import html
 import os
 import re
 import tempfile
@@ -16,6 +15,7 @@ from gatecfg.analysis.plots import Chart, render
 from gatecfg.analysis.regimes import find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.escape import html_text
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
 from gatecfg.select import step_ranges
@@ -169,7 +169,7 @@ def _gate_view(
         name = f"{image_dir}/{_slug(anchor)}.png"
         writer.write(name, render(chart, "png"))
         src = name.split("/", 1)[1]  # the page sits in PAGES/, beside the image folder
-        markup = f'<img src="{html.escape(src)}" alt="{html.escape(title)}" width="900" height="340">'
+        markup = f'<img src="{html_text(src)}" alt="{html_text(title)}" width="900" height="340">'
     else:
         markup = render(chart, "svg").decode("utf-8")
     current = found.regimes[-1] if found and found.regimes else None

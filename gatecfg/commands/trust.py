@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from gatecfg.errors import EXIT_OK
+from gatecfg.escape import terminal
+from gatecfg.provenance import check_name
 from gatecfg.store import Store
 
 
@@ -15,18 +17,22 @@ def set_trust(
     ci_run_id: str | None,
     reason: str | None,
 ) -> int:
-    """The CLI guarantees exactly one selector (a mutually exclusive, required group)."""
+    """The CLI guarantees exactly one selector (a mutually exclusive, required group); it may be empty."""
     flag, value = next(
-        (flag, v) for flag, v in (("--run-id", run_id), ("--commit", commit), ("--ci-run-id", ci_run_id)) if v
+        (flag, v)
+        for flag, v in (("--run-id", run_id), ("--commit", commit), ("--ci-run-id", ci_run_id))
+        if v is not None
     )
+    check_name(value, flag)
     with Store.open(db) as store:
         matched, changed = store.set_trust(
             trusted=trusted, run_id=run_id, commit=commit, ci_run_id=ci_run_id, reason=reason
         )
     state = "trusted" if trusted else "untrusted"
     if matched == 0:
-        print(f"no stored run has {flag} {value}: nothing changed (store {store.url})")
+        print(terminal(f"no stored run has {flag} {value}: nothing changed (store {store.url})"))
     else:
         already = matched - changed
-        print(f"{matched} run(s) with {flag} {value}: {changed} now {state}, {already} already {state}")
+        counts = f"{changed} now {state}, {already} already {state}"
+        print(terminal(f"{matched} run(s) with {flag} {value}: {counts}"))
     return EXIT_OK

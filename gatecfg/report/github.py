@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import islice
 
 from gatecfg.errors import Location, Problem, Severity
+from gatecfg.escape import github_data
 from gatecfg.report import RunReport, role, step_label, step_reason
 
 ANNOTATIONS_PER_GATE = 3
@@ -34,5 +35,7 @@ def render_github(report: RunReport) -> str:
         lines.append(problem.github())
     counts = report.counts()
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    lines.append(f"::notice title=gatecfg::{report.test}: exit {report.exit_code} ({summary})")
+    lines.append(
+        f"::notice title=gatecfg::{github_data(f'{report.test}: exit {report.exit_code} ({summary})')}"
+    )
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from gatecfg.escape import xml_text
 from gatecfg.report import RunReport, step_label, step_reason
 
 
@@ -66,5 +67,15 @@ def render_junit(report: RunReport) -> str:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
+    _legal(suites)
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _legal(element: ET.Element) -> None:
+    """Every text and attribute through `xml_text`: ElementTree escapes markup, but writes a control
+    character from a name or reason as it is, which no XML parser then reads."""
+    for node in element.iter():
+        node.text = None if node.text is None else xml_text(node.text)
+        for name, value in node.attrib.items():
+            node.set(name, xml_text(value))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import islice
 
 from gatecfg.band import fmt
+from gatecfg.escape import markdown_code, markdown_text
 from gatecfg.report import RunReport, band_text, role, step_label
 from gatecfg.verdicts import Status, Verdict
 
@@ -12,30 +13,31 @@ ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked
 DETAIL_ROWS = 50
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: RunReport) -> str:
     run = report.run
-    lines = [f"### gatecfg: `{report.test}`", ""]
+    lines = [f"### gatecfg: {markdown_code(report.test)}", ""]
     state = "passed" if report.exit_code == 0 else "**failed**"
     lines.append(
-        f"Exit {report.exit_code} ({state}) · run `{run.run_id}` · commit `{run.commit or '-'}` · "
+        f"Exit {report.exit_code} ({state}) · run {markdown_code(run.run_id)} · "
+        f"commit {markdown_code(run.commit or '-')} · "
         f"{'written, ' + ('trusted' if run.trusted else '**untrusted**') if run.written else 'not written'}"
     )
     for note in report.notes:
-        lines += ["", "> [!WARNING]", f"> {_cell(note)}"]
+        lines += ["", "> [!WARNING]", f"> {markdown_text(note)}"]
     if report.enforce_disabled:
         lines += ["", "> [!NOTE]", "> `GATECFG_ENFORCE=0`: enforced gates ran as shadow gates."]
     for warning in report.warnings:
-        lines += ["", "> [!WARNING]", f"> **Re-key, baseline cold-started:** {_cell(warning.message)}"]
+        lines += [
+            "",
+            "> [!WARNING]",
+            f"> **Re-key, baseline cold-started:** {markdown_text(warning.message)}",
+        ]
     lines += ["", "| | gate | role | steps | coordinates |", "|---|---|---|---|---|"]
     for result in report.results:
         gate = result.gate
         spread = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-        icon, metric = ICONS[result.status], _cell(gate.metric)
-        lines.append(f"| {icon} | `{metric}` | {role(result)} | `{gate.steps_key}` | {spread} |")
+        icon, metric = ICONS[result.status], markdown_code(gate.metric)
+        lines.append(f"| {icon} | {metric} | {role(result)} | {markdown_code(gate.steps_key)} | {spread} |")
     needing: tuple[Status, ...] = ("fail", "error", "cold")
     attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:
@@ -57,6 +59,6 @@ def _row(v: Verdict) -> str:
     value = fmt(v.value) if v.value is not None else "-"
     ref = fmt(v.band.ref) if v.band.ref is not None else "-"
     return (
-        f"| {ICONS[v.status]} | `{_cell(v.gate.metric)}` | {step} | {value} | {ref} | {v.band.n} | "
-        f"{band_text(v)} | {'(tolerated) ' if v.tolerated else ''}{_cell(v.reason)} |"
+        f"| {ICONS[v.status]} | {markdown_code(v.gate.metric)} | {step} | {value} | {ref} | {v.band.n} | "
+        f"{band_text(v)} | {'(tolerated) ' if v.tolerated else ''}{markdown_text(v.reason)} |"
     )

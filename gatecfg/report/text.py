@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from gatecfg.band import fmt
+from gatecfg.escape import terminal
 from gatecfg.report import RunReport, band_text, role, step_label
 from gatecfg.terminal import text_console
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
@@ -24,13 +25,15 @@ def _pct(v: Verdict) -> str:
 def render_text(report: RunReport) -> str:
     console = text_console()
     run = report.run
-    console.print(f"gatecfg evaluate: {report.test}  ({report.gate_file})")
+    console.print(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
-    console.print(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
+    console.print(
+        terminal(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
+    )
     if report.enforce_disabled:
         console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
     for note in report.notes:
-        console.print(note)
+        console.print(terminal(note))
 
     attention = _attention(report.results)
     if attention:
@@ -38,7 +41,7 @@ def render_text(report: RunReport) -> str:
         for column in ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason"):
             table.add_column(column, overflow="fold")
         for result, shown, more in attention:
-            metric = result.gate.metric
+            metric = terminal(result.gate.metric)
             for row in shown:
                 v = row.verdict
                 single = row.steps == 1
@@ -53,7 +56,7 @@ def render_text(report: RunReport) -> str:
                     band_text(v),
                     _pct(v) if single else "",
                     # The columns already say why a band failed; other reasons need the words.
-                    "" if v.status == "fail" and " vs mean=" in v.reason else v.reason,
+                    "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
                 )
             if more:
                 table.add_row("", "", metric, f"+{more} more", *[""] * 6)
@@ -67,16 +70,16 @@ def render_text(report: RunReport) -> str:
         table.add_row(
             result.status.upper(),
             role(result),
-            gate.metric,
+            terminal(gate.metric),
             gate.steps_key,
             _spread(result),
-            f"{gate.file}:{gate.line}",
+            terminal(f"{gate.file}:{gate.line}"),
         )
     console.print(table)
 
     for warning in report.warnings:
-        console.print(f"WARNING re-key: {warning.message}")
-    console.print(_verdict_line(report))
+        console.print(terminal(f"WARNING re-key: {warning.message}"))
+    console.print(terminal(_verdict_line(report)))
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
 

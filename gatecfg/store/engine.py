@@ -13,6 +13,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from gatecfg.errors import InputError, StoreError
+from gatecfg.escape import mask_url
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
 CONNECT_HINT = "is the database server up and the URL right? check --db / GATECFG_DB_URL"
@@ -46,23 +47,43 @@ T = TypeVar("T")
 
 
 def parse_url(raw: str) -> URL:
-    """The URL of a supported store; `postgresql://` means the psycopg 3 driver."""
+    """The URL of a supported store; `postgresql://` means the psycopg 3 driver. Everything the drivers
+    would choke on later (a port that is no number, a NUL, a SQLite `timeout` that is no number) is an
+    error here, naming the URL with its credentials masked."""
+    shown = mask_url(raw)
     try:
         url = sa.make_url(raw)
-    except ArgumentError:
-        # The text may hold a password, and it did not parse, so it cannot be redacted: do not echo it.
-        raise InputError.at("--db", "the history store URL does not parse", hint=URL_HINT) from None
+        _ = url.port  # SQLAlchemy converts the port lazily in some versions
+    except (ArgumentError, ValueError):
+        raise InputError.at(
+            "--db", f"the history store URL does not parse: `{shown}`", hint=URL_HINT
+        ) from None
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     if url.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
         raise InputError.at(
             redact(url), f"unsupported history store driver {url.drivername!r}", hint=URL_HINT
         )
+    if "\0" in raw or "%00" in raw:
+        raise InputError.at("--db", f"the history store URL `{shown}` holds a NUL character", hint=URL_HINT)
+    timeout = url.query.get("timeout")
+    if url.get_backend_name() == "sqlite" and timeout is not None:
+        try:
+            seconds = float(timeout if isinstance(timeout, str) else timeout[-1])
+        except ValueError:
+            seconds = -1.0
+        if not 0 <= seconds < float("inf"):
+            raise InputError.at(
+                "--db",
+                f"`?timeout=` in `{shown}` is not a number of seconds",
+                hint="e.g. sqlite:///history.db?timeout=5",
+            )
     return url
 
 
 def redact(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
+    """The URL as messages and reports show it: every credential masked (`escape.mask_url`)."""
+    return mask_url(url.render_as_string(hide_password=False))
 
 
 def create_engine(url: URL) -> Engine:

@@ -192,6 +192,7 @@ def run_rows(conn: Connection, *, test: str | None) -> list[RunRow]:
                 created_at=row.created_at,
                 gate_trusted=row.gate_trusted,
                 written_by=row.written_by,
+                write_override=row.write_override,
             ),
             trusted=bool(row.trusted),
             trust_override=row.trust_override,

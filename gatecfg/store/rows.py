@@ -54,6 +54,8 @@ class RunInfo:
     created_at: datetime
     gate_trusted: bool
     written_by: str
+    # Why a job the write policy refuses wrote anyway (`--override-write-policy`); None for a normal write.
+    write_override: str | None = None
 
     def __post_init__(self) -> None:
         # Runs are ordered by created_at across CI runners in different zones: a naive time is ambiguous.

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # The newest migration in MIGRATIONS (a test holds the two together) and the table Alembic records it in.
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 VERSION_TABLE = "alembic_version"
 MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist')
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"

@@ -63,6 +63,7 @@ runs = sa.Table(
     sa.Column("trust_override", sa.Boolean),
     sa.Column("trust_reason", sa.Text),
     sa.Column("trust_changed_at", UTCDateTime),
+    sa.Column("write_override", sa.Text),
     sa.Index(None, "series_key", "created_at"),
     sa.Index(None, "commit_sha"),
     sa.Index(None, "ci_run_id"),

@@ -129,6 +129,7 @@ def _run_values(run: RunInfo) -> dict[str, Any]:
         "url": run.url,
         "created_at": run.created_at,
         "written_by": run.written_by,
+        "write_override": run.write_override,
         "gate_trusted": run.gate_trusted,
     }
 
