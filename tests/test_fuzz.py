@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import run_cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gatecfg.errors import InputError, Problem
@@ -301,6 +301,7 @@ def test_evaluate_of_a_mutated_record_exits_0_or_2_at_a_line(
 
 @fuzz(30)
 @given(data=st.binary(max_size=200))
+@example(data=b"\x00\r\x00")  # found by this test: a lone \r in the first line crashed format detection
 def test_evaluate_of_random_bytes_as_a_record_exits_0_or_2_at_a_line(
     tree: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:

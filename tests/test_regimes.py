@@ -73,7 +73,8 @@ def test_clear_shifts_are_found_at_their_night_despite_noise_tails_and_outliers(
 
 
 def test_two_sigma_shifts_over_long_regimes_are_mostly_found() -> None:
-    # Measured at this seed: precision 0.93, recall 0.91 (before drifts were told apart: 0.93, 0.92).
+    # Measured at this seed: precision 0.91, recall 0.88 (before drifts were told apart: 0.93, 0.92; a run
+    # of shifts one way can read as a level turning into a line, see docs/analytics.md's trade-off).
     score = score_grid([2.0], [20, 50], reps=15, seed=12)
     assert score.precision >= 0.9
     assert score.recall >= 0.85
@@ -350,8 +351,8 @@ def test_ten_thousand_nights_are_segmented_in_seconds() -> None:
 
 
 def test_pure_drifts_are_one_drift_regime_without_a_level_shift() -> None:
-    # A flat lead, then 3 to 10 sigma over 100 to 300 nights. Measured at this seed: 0.82 (the issue's
-    # target is 0.9 over 2-10 sigma; benchmarks/regimes_grid.py has the full grid and where it falls short).
+    # A flat lead, then 3 to 10 sigma over 100 to 300 nights. Measured at this seed: 0.99 (0.82 when a
+    # drift after a flat lead had to pay for a jump it does not make).
     rng = np.random.default_rng(21)
     found = [
         found_of(drift_series(rng, total=total, length=length, noise=noise))
@@ -359,11 +360,36 @@ def test_pure_drifts_are_one_drift_regime_without_a_level_shift() -> None:
         for _ in range(6)
     ]
     one_drift = sum(f.drifts == 1 and f.level_shifts == 0 for f in found) / len(found)
-    assert one_drift >= 0.75
+    assert one_drift >= 0.95
+
+
+def test_a_slow_drift_after_a_flat_lead_is_a_level_turning_into_one_drift() -> None:
+    # 2 or 3 sigma over 100 or 200 nights: a rise no larger than one 2-sigma step. Priced as one change
+    # (where it turns, and its slope), it is one drift in 0.79 of these series at this seed; priced as a
+    # jump and a slope, as before, in about half.
+    rng = np.random.default_rng(29)
+    found = [
+        found_of(drift_series(rng, total=total, length=length, noise=noise))
+        for total, length, noise in itertools.product([2.0, 3.0], [100, 200], NOISES)
+        for _ in range(10)
+    ]
+    assert sum(f.drifts == 1 and f.level_shifts == 0 for f in found) / len(found) >= 0.7
+
+
+def test_a_level_turning_into_a_line_is_the_least_squares_fit_at_each_turn() -> None:
+    rng = np.random.default_rng(30)
+    y = rng.normal(0, 0.3, 40) + np.r_[np.zeros(15), 0.2 * np.arange(1, 26)]
+    sse, turns = changepoints._Sums(y).turning(5, 40)
+    t = np.arange(5, 40, dtype=np.float64)
+    for c, got in zip(turns, sse, strict=True):
+        design = np.column_stack([np.ones_like(t), np.maximum(0.0, t - (c - 1))])
+        residual = y[5:] - design @ np.linalg.lstsq(design, y[5:], rcond=None)[0]
+        assert got == pytest.approx(float(residual @ residual), rel=1e-9)
+    assert abs(int(turns[np.argmin(sse)]) - 15) <= 2
 
 
 def test_a_monotone_staircase_of_long_regimes_stays_level_shifts() -> None:
-    # Three 3-sigma merges one way, 25 nights apart: level shifts to bisect, not a drift. Measured: 92 of
+    # Three 3-sigma merges one way, 25 nights apart: level shifts to bisect, not a drift. Measured: 91 of
     # 100 series (the others read as a drift: at 5%, the slope test passes a flat staircase by chance).
     rng = np.random.default_rng(22)
     kinds = [

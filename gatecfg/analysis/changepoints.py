@@ -25,12 +25,14 @@ constant is tuned to data: each price below is derived from the model, and docs/
    within the regimes found exceeds `sigma` (heavy tails, which the MAD understates), the search is
    repeated at that scale.
 5. **Drifts.** A slow drift reaches PELT as a staircase of level shifts. Each stretch's change points are
-   re-chosen by exact dynamic programming over PELT's candidates, where a segment is either a level or a
-   least-squares line, and a line's slope costs `3 ln n` like a change: a drift is a change of the metric's
-   behaviour, priced as MBIC prices one. A binary-segmentation pass with the same costs adds the start of
-   a drift that shows no step (a flat history that starts creeping). A staircase whose steps are flat
-   and jump (`_Sums.staircase`) is not allowed to become a line: short regimes shifting one way can
-   otherwise beat a line's price without being a drift.
+   re-chosen by exact dynamic programming over PELT's candidates, where a segment is a level, a
+   least-squares line, or a level that turns into a line continuing from it (`_Sums.turning`). A line's
+   slope costs `3 ln n` like a change: a drift is a change of the metric's behaviour, priced as MBIC prices
+   one. A turning level costs the same and no more: the night it turns and its slope are the two
+   parameters of a level shift, its place and its size. A binary-segmentation pass with the level and line
+   costs adds the start of a drift that shows no step. A staircase whose steps are flat and jump
+   (`_staircase`, tests in the model that nests both readings) is not allowed to become a line: a few
+   short regimes shifting one way otherwise beat a line's price without being a drift.
 6. **Localisation.** Each change point is moved to the maximum-likelihood night between its neighbours
    (the profile likelihood of the two segments' models), and its likely nights are every split whose
    likelihood ratio to the best is within `LOCATION_LR_95`: the nights the data cannot tell apart.
@@ -304,10 +306,13 @@ def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[t
 
 
 class _Sums:
-    """Prefix sums that give any segment's least-squares level or line in O(1), vectorised."""
+    """Prefix sums that give any segment's least-squares level or line in O(1), vectorised.
 
-    def __init__(self, y: Array) -> None:
-        t = np.arange(y.size, dtype=np.float64)
+    The line is on `x`, the night's index unless given (the staircase test below uses a line that
+    starts at a turn)."""
+
+    def __init__(self, y: Array, x: Array | None = None) -> None:
+        t = np.arange(y.size, dtype=np.float64) if x is None else x
         self._c = [
             np.concatenate([[0.0], np.cumsum(v)]) for v in (np.ones_like(y), t, t * t, y, y * y, t * y)
         ]
@@ -315,44 +320,34 @@ class _Sums:
     def _moments(self, a: Any, b: Any) -> tuple[Any, ...]:
         return tuple(c[b] - c[a] for c in self._c)
 
+    def centred(self, a: Any, b: Any) -> tuple[Any, Any, Any]:
+        """Sums of squares and cross-products of `y` and `x` about the segment's means."""
+        n, st, stt, sy, syy, sty = self._moments(a, b)
+        return np.maximum(syy - sy * sy / n, 0.0), np.maximum(stt - st * st / n, 0.0), sty - st * sy / n
+
     def level_sse(self, a: Any, b: Any) -> Any:
-        n, _, _, sy, syy, _ = self._moments(a, b)
-        return np.maximum(syy - sy * sy / n, 0.0)
+        return self.centred(a, b)[0]
 
     def line(self, a: Any, b: Any) -> tuple[Any, Any]:
         """Residual sum of squares of the least-squares line, and its slope."""
-        n, st, stt, sy, syy, sty = self._moments(a, b)
-        sxx = np.maximum(stt - st * st / n, 1e-12)
-        sxy = sty - st * sy / n
-        sse = np.maximum(syy - sy * sy / n - sxy * sxy / sxx, 0.0)
-        return sse, sxy / sxx
+        syy, sxx, sxy = self.centred(a, b)
+        sxx = np.maximum(sxx, 1e-12)
+        return np.maximum(syy - sxy * sxy / sxx, 0.0), sxy / sxx
 
-    def staircase(self, starts: Sequence[int], stop: int) -> bool:
-        """Whether the steps from `starts` to `stop` are a staircase rather than one drift cut into steps.
-
-        Fitted with one level per step and one slope shared by the steps (unit noise): a drift keeps
-        moving within its steps, so the shared slope is significant; a staircase is flat within its steps
-        and jumps between them, so once the shared slope is allowed for, the jumps still are (jointly). A
-        staircase has the second and not the first. Both are tests of parameters at places PELT already
-        chose, at the 5% level. PELT placed the steps where the nights jump, which flattens the slope seen
-        within them: the test leans towards a staircase, the reading that keeps level shifts as they
-        were found before drifts were told apart.
-        """
-        if len(starts) < 2:
-            return False
-        a = np.asarray(starts, dtype=np.int64)
-        b = np.asarray([*starts[1:], stop], dtype=np.int64)
-        n, st, stt, sy, _, sty = self._moments(a, b)
-        sxx = float(np.sum(stt - st * st / n))
-        if sxx <= 0:
-            return False
-        slope = float(np.sum(sty - st * sy / n)) / sxx
-        if slope * slope * sxx > CHI2_1_95:
-            return False
-        centres = st / n
-        jumps = np.diff(sy / n) - slope * np.diff(centres)
-        variances = 1 / n[:-1] + 1 / n[1:] + np.diff(centres) ** 2 / sxx
-        return bool(np.sum(jumps * jumps / variances) > _chi2_95(jumps.size))
+    def turning(self, a: int, b: int) -> tuple[Any, Any]:
+        """For each night `c` a level can turn at: the residual sum of squares of a level on `a:c` that
+        turns at `c` into a line continuing from it (no jump) to `b`; and those nights."""
+        turns = np.arange(a + MIN_REGIME, b - MIN_REGIME + 1)
+        n, _, _, sy, syy, _ = self._moments(a, b)
+        m, st, stt, sym, _, sty = self._moments(turns, b)
+        # The line's regressor is u = t - (c - 1) from night c on, 0 before: 0 on the level's last night.
+        at = (turns - 1).astype(np.float64)
+        su = st - at * m
+        suu = stt - 2 * at * st + at * at * m
+        suy = sty - at * sym
+        sxx = np.maximum(suu - su * su / n, 1e-12)
+        sxy = suy - su * sy / n
+        return np.maximum(syy - sy * sy / n - sxy * sxy / sxx, 0.0), turns
 
 
 @dataclass(frozen=True)
@@ -392,18 +387,58 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         line = np.where(no_line[b] > no_line[a], np.inf, line)
         return np.minimum(level, line), line < level
 
+    def turn(a: int, b: int) -> tuple[float, int, tuple[int, int]]:
+        """The best level on `a:b` that turns into a line from it: cost, the night it turns, likely nights.
+        Its turn and slope are the two parameters of a level shift, its place and size: one change."""
+        if b - a < 2 * MIN_REGIME or no_line[b] > no_line[a]:
+            return math.inf, a, (a, a)
+        sse, turns = sums.turning(a, b)
+        k = int(np.argmin(sse))
+        likely = turns[sse - sse[k] <= LOCATION_LR_95]
+        return float(sse[k]) + per_night, int(turns[k]), (int(likely.min()), int(likely.max()))
+
+    def unit(a: Any, b: int) -> Any:
+        """The cost of the nights from each of `a` to `b` as a level, a line or a level that turns."""
+        turned = np.array([turn(int(x), b)[0] for x in a])
+        return np.asarray(np.minimum(cost(a, b)[0], turned))
+
+    def expand(bounds: list[int]) -> tuple[list[int], list[bool], dict[int, tuple[int, int]]]:
+        """Each segment's model: the bounds with every turn added, which segments are drifts, and the
+        turns (by position) with their likely nights."""
+        out: list[int] = []
+        drifts: list[bool] = []
+        turns: dict[int, tuple[int, int]] = {}
+        for a, b in itertools.pairwise([*bounds, y.size]):
+            plain, line = cost(a, b)
+            turned, at, likely = turn(a, b)
+            if turned < float(plain):
+                turns[len(out) + 1] = likely
+                out += [a, at]
+                drifts += [False, True]
+            else:
+                out.append(a)
+                drifts.append(bool(line))
+        return out, drifts, turns
+
     while True:
-        bounds = _best_subset(list(starts), y.size, cost, per_night)
-        bounds = _add_splits(bounds, y.size, cost, per_night)
-        bounds = _best_subset(bounds, y.size, cost, per_night)
-        bounds, intervals = _localise(bounds, y.size, cost)
+        bounds = _best_subset(list(starts), y.size, unit, per_night)
+        bounds = _add_splits(expand(bounds)[0], y.size, cost, per_night)
+        bounds, drifting, turns = expand(_best_subset(bounds, y.size, unit, per_night))
+        bounds, intervals = _localise(bounds, y.size, cost, turns)
         ends = [*bounds[1:], y.size]
-        drifting = [bool(cost(a, b)[1]) for a, b in zip(bounds, ends, strict=True)]
-        stepped = [
-            (a, b)
-            for a, b, d in zip(bounds, ends, drifting, strict=True)
-            if d and sums.staircase([a, *(s for s in starts if a < s < b)], b)
+        # A turn keeps its model; the other segments are asked again where they now lie.
+        drifting = [
+            d if i in turns else bool(cost(a, b)[1])
+            for i, (a, b, d) in enumerate(zip(bounds, ends, drifting, strict=True))
         ]
+        stepped = []
+        for i, (a, b) in enumerate(zip(bounds, ends, strict=True)):
+            if not drifting[i]:
+                continue
+            first = bounds[i - 1] if i in turns else a  # a turning level is tested with its level
+            steps = [first, *(s for s in starts if first + MIN_REGIME <= s <= b - MIN_REGIME)]
+            if _staircase(y[first:b], [s - first for s in steps], a - first):
+                stepped.append((first, b))
         if not stepped:
             break
         for a, b in stepped:
@@ -427,7 +462,9 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
 Cost = Callable[[Any, Any], tuple[Any, Any]]
 
 
-def _best_subset(candidates: list[int], n: int, cost: Cost, per_change: float) -> list[int]:
+def _best_subset(
+    candidates: list[int], n: int, cost: Callable[[Any, int], Any], per_change: float
+) -> list[int]:
     """The subset of candidate starts with the least penalised cost: exact dynamic programming."""
     points = [*candidates, n]
     best = [0.0] + [math.inf] * (len(points) - 1)
@@ -437,7 +474,7 @@ def _best_subset(candidates: list[int], n: int, cost: Cost, per_change: float) -
         if earlier.size == 0:
             continue
         starts = np.array(points, dtype=np.int64)[earlier]
-        total = np.array(best)[earlier] + cost(starts, points[j])[0] + np.where(earlier > 0, per_change, 0.0)
+        total = np.array(best)[earlier] + cost(starts, points[j]) + np.where(earlier > 0, per_change, 0.0)
         k = int(np.argmin(total))
         best[j], back[j] = float(total[k]), int(earlier[k])
     chosen: list[int] = []
@@ -466,12 +503,18 @@ def _add_splits(bounds: list[int], n: int, cost: Cost, per_change: float) -> lis
     return sorted(found)
 
 
-def _localise(bounds: list[int], n: int, cost: Cost) -> tuple[list[int], list[tuple[int, int]]]:
-    """Each change point at its maximum-likelihood night between its neighbours, with its LR interval."""
+def _localise(
+    bounds: list[int], n: int, cost: Cost, pinned: dict[int, tuple[int, int]]
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Each change point at its maximum-likelihood night between its neighbours, with its LR interval.
+    A `pinned` one (by position: a level's turn into a line, placed and bounded by its own profile
+    likelihood) stays where it is."""
     bounds = list(bounds)
-    intervals = [(0, 0)] * len(bounds)
+    intervals = [pinned.get(i, (0, 0)) for i in range(len(bounds))]
     for _ in range(2):  # a second sweep lets each point see its neighbours' final places
         for i in range(1, len(bounds)):
+            if i in pinned:
+                continue
             left, right = bounds[i - 1], bounds[i + 1] if i + 1 < len(bounds) else n
             splits = np.arange(left + MIN_REGIME, right - MIN_REGIME + 1)
             total = cost(left, splits)[0] + cost(splits, right)[0]
@@ -481,6 +524,48 @@ def _localise(bounds: list[int], n: int, cost: Cost) -> tuple[list[int], list[tu
             intervals[i] = (int(likely.min()), int(likely.max()))
     intervals[0] = (bounds[0], bounds[0])
     return bounds, intervals
+
+
+def _staircase(y: Array, steps: list[int], turn: int) -> bool:
+    """Whether nights the search fits with a line (from night `turn` on; a level before it) are rather
+    the staircase of level shifts at `steps`: flat steps that jump.
+
+    The two readings are not nested, and at the MBIC price a few equal shifts at equal spacing are a
+    line. Both are nested in their union, a level per step plus the line's slope (the encompassing
+    model). A staircase is flat within its steps: the slope adds nothing to the steps (5%), while the
+    steps add to the line (5%, chi-square with a degree per jump). A drift cut into steps is the other
+    way round. PELT placed the steps where the nights jump, which within a drift flattens the slope seen
+    inside them; so the steps are first moved to where the encompassing model puts them, jointly with
+    the slope, and the tests are made there.
+    """
+    if len(steps) < 2:
+        return False
+    sums = _Sums(y, np.maximum(0.0, np.arange(y.size, dtype=np.float64) - (turn - 1)))
+    steps = list(steps)
+
+    def inside(pairs: Sequence[tuple[int, int]]) -> tuple[Any, Any, Any]:
+        """Within-step sums of squares and cross-products, summed over the steps `pairs`."""
+        parts = [sums.centred(a, b) for a, b in pairs]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts)
+
+    for _ in range(2):
+        for i in range(1, len(steps)):
+            pairs = list(itertools.pairwise([*steps, y.size]))
+            left, right = pairs[i - 1][0], pairs[i][1]
+            places = np.arange(left + MIN_REGIME, right - MIN_REGIME + 1)
+            yy, xx, xy = inside(pairs[: i - 1] + pairs[i + 1 :])
+            before, after = sums.centred(left, places), sums.centred(places, right)
+            xx = np.maximum(xx + before[1] + after[1], 1e-12)
+            xy = xy + before[2] + after[2]
+            total = yy + before[0] + after[0] - xy * xy / xx
+            steps[i] = int(places[int(np.argmin(total))])
+    yy, xx, xy = inside(list(itertools.pairwise([*steps, y.size])))
+    if float(xx) <= 1e-12:
+        return False
+    slope_gain = float(xy * xy / xx)  # the slope, given the steps
+    line = float(sums.line(0, y.size)[0])
+    jumps_gain = line - (float(yy) - slope_gain)  # the jumps, given the slope
+    return slope_gain <= CHI2_1_95 and jumps_gain > _chi2_95(len(steps) - 1)
 
 
 def _chi2_95(k: int) -> float:
