@@ -44,7 +44,7 @@ from gatecfg.select import LAST_STEP
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "gates" / "base.yaml"
 TEST = "benchmarks/calibrate_defaults.py"
-BUDGET = 0.02  # the bar: a default above 2% false alarms per night gets a proposal
+BUDGET = 0.01  # the promise of SPEC §9: a default above 1% false alarms per night needs a proposal
 PROBE_EVERY = 5  # clean nights between two regressed probes
 ESTIMATE_EVERY = 5  # clean nights between two estimates that are averaged
 
@@ -94,7 +94,6 @@ SCENARIOS: dict[str, Scenario] = {
         lognormal(lambda s, n: 0.5 + 0.5 * math.exp(-5 * s / n), 0.05, 0.15),
         scaled(lognormal(lambda s, n: 0.5 + 0.5 * math.exp(-5 * s / n), 0.05, 0.15), 2.0),
         "grad norm doubles at every step",
-        "    tolerate: 0.1\n",
     ),
     "train/ppo_kl": Scenario(
         "lognormal, median 0.002 rising to 0.004; 10% per-night and 50% per-step CV",
@@ -107,7 +106,6 @@ SCENARIOS: dict[str, Scenario] = {
         lognormal(lambda s, n: 0.02, 0.1, 0.2),
         scaled(lognormal(lambda s, n: 0.02, 0.1, 0.2), 3.0),
         "train/rollout mismatch triples (kernel mismatch)",
-        "    tolerate: 0.1\n",
     ),
     "train/train_rollout_kl": Scenario(
         "lognormal, median 0.001; 10% per-night and 50% per-step CV",
@@ -120,7 +118,6 @@ SCENARIOS: dict[str, Scenario] = {
         binomial_mean(16, lambda s, n: 0.5),
         binomial_mean(16, lambda s, n: 0.3),
         "reward drops from 0.5 to 0.3 at every step",
-        "    constraint: {rel_down: 0.2, abs_floor_down: 0.05, sigma_down: 2}\n    tolerate: 0.2\n",
     ),
     "rollout/tito_session_mismatch_rate/v1/assistant_text": Scenario(
         "share of 200 sessions that mismatch, p = 0.02",

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gatecfg.budget import MIN_NIGHTS
 from gatecfg.models import Constraint, Limits, Reference
 
 # A sample standard deviation needs two values; below that a sigma term is left out of the width.
@@ -106,9 +107,11 @@ def _width(
 
 def min_values(constraint: Constraint | None) -> int:
     """Values a band needs before it can gate: two when a side is written with `sigma_*` alone,
-    since such a side has no width at all until the window has a spread."""
+    since such a side has no width at all until the window has a spread; a budget rule's MIN_NIGHTS."""
     if constraint is None:
         return 1
+    if constraint.budget is not None:
+        return MIN_NIGHTS
     sigma_only = (
         constraint.sigma_up is not None and constraint.rel_up is None and constraint.abs_floor_up is None
     ) or (

@@ -8,13 +8,16 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatecfg import __version__
 from gatecfg.errors import EXIT_BUG, GatecfgError, InputError, format_problems
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
+
+if TYPE_CHECKING:
+    from gatecfg.analysis.backtest import Shift
 
 Handler = Callable[[argparse.Namespace], int]
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
@@ -229,6 +232,15 @@ def build_parser() -> _Parser:
         help="also replay the gates as they were at this git revision and list the runs that flip "
         "(default: flips against the verdicts recorded at evaluation)",
     )
+    p.add_argument(
+        "--inject",
+        metavar="SHIFT",
+        type=_shift,
+        help="also judge each night with a synthetic regression injected (never stored): `2sigma` (each "
+        "step moved by 2 standard deviations of its window, in the gate's harmful direction), `-3sigma`, "
+        "`10%%` (of the window's mean); a sign picks the direction (`--inject=-3sigma`); reports each gate's "
+        "detection rate beside its false-alarm rate",
+    )
     _db_option(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
 
@@ -380,6 +392,15 @@ def _lint(args: argparse.Namespace) -> int:
     )
 
 
+def _shift(text: str) -> Shift:
+    from gatecfg.analysis.backtest import Shift
+
+    try:
+        return Shift.parse(text)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
 def _backtest(args: argparse.Namespace) -> int:
     require("analytics", "gatecfg backtest")
     from gatecfg.commands.backtest import backtest_command
@@ -391,6 +412,7 @@ def _backtest(args: argparse.Namespace) -> int:
         test=args.test,
         metric=args.metric,
         fmt_name=args.format,
+        inject=args.inject,
     )
 
 

@@ -1,10 +1,11 @@
 """Canonical keys: the one place that decides what identifies a stored value (SPEC §4).
 
 Identity: the series (test + `--series` labels), the metric, the resolved `steps` literal and the
-resolved `constraint` literal (`sigma_*` included). Not identity: `limits`, `enforce`, `tolerate`,
-`trials`, policy, which file wrote a literal, and YAML style (key order, flow vs block, comments, anchors,
-`1` vs `1.0`). Changing an identity literal moves a gate to a new coordinate with no history; that is
-what `rekey` warns about.
+resolved `constraint` literal (`sigma_*` and `budget` included: the verdict literals decide which nights
+entered a baseline). Not identity: `limits`, `enforce`, `tolerate`, `trials`, `false_alarm` (a budget's
+threshold, like `tolerate`), policy, which file wrote a literal, and YAML style (key order, flow vs
+block, comments, anchors, `1` vs `1.0`). Changing an identity literal moves a gate to a new coordinate
+with no history; that is what `rekey` warns about.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ MAX_NAME_BYTES = 512
 # Policy values: the centre of the band, and which stored runs form it.
 Reference = Literal["mean", "median"]
 Baseline = Literal["trusted", "nightly"]
+# The harmful directions of a budget rule.
+Direction = Literal["up", "down", "both"]
 
 STEPS_HINT = "write `all`, `last`, or a list of logged steps such as [0, 100, 199]"
 
@@ -117,6 +119,7 @@ NotNull = BeforeValidator(_refuse_null)
 NotNullSchema = Field(json_schema_extra=_drop_null)
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+FalseAlarm = Annotated[float, Field(gt=0, lt=0.5, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 OptionalFinite = Annotated[Finite | None, NotNull, NotNullSchema]
 OptionalNonNegative = Annotated[NonNegative | None, NotNull, NotNullSchema]
@@ -185,7 +188,7 @@ class Constraint(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_one_of(
-            "rel_up", "abs_floor_up", "sigma_up", "rel_down", "abs_floor_down", "sigma_down"
+            "rel_up", "abs_floor_up", "sigma_up", "rel_down", "abs_floor_down", "sigma_down", "budget"
         )
     )
 
@@ -196,19 +199,39 @@ class Constraint(_Model):
     # Width sigma * s, with s the sample standard deviation of the baseline window (two values or more).
     sigma_up: OptionalNonNegative = None
     sigma_down: OptionalNonNegative = None
+    # The false-alarm budget rule (gatecfg/budget.py) in these harmful directions, instead of a band.
+    budget: Annotated[
+        Direction | None,
+        NotNull,
+        NotNullSchema,
+        Field(
+            description="The false-alarm budget rule instead of a band: the harmful directions (up, down "
+            "or both). Written alone; fails a clean night with probability policy.false_alarm."
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _one_side(self) -> Constraint:
-        if not self.literal():
+        written = self.literal()
+        if self.budget is not None and len(written) > 1:
+            raise PydanticCustomError(
+                "constraint_budget",
+                "`budget` replaces the band: write it alone (`{alone}`), without {others}",
+                {
+                    "alone": f"{{budget: {self.budget}}}",
+                    "others": ", ".join(sorted(k for k in written if k != "budget")),
+                },
+            )
+        if not written:
             raise PydanticCustomError(
                 "constraint_empty",
                 "a constraint needs at least one side (rel_up/abs_floor_up/sigma_up or "
-                "rel_down/abs_floor_down/sigma_down); "
+                "rel_down/abs_floor_down/sigma_down) or a `budget: up|down|both`; "
                 "write `constraint: null` to track the metric without gating it",
             )
         return self
 
-    def literal(self) -> dict[str, float]:
+    def literal(self) -> dict[str, float | str]:
         """The written keys only: what the constraint key is made of."""
         return self.model_dump(exclude_none=True)
 
@@ -298,6 +321,16 @@ class GateSpec(_Model):
         ),
     ] = None
 
+    false_alarm: Annotated[
+        FalseAlarm | None,
+        NotNull,
+        NotNullSchema,
+        Field(
+            description="The share of clean nights a `budget` gate may fail (overrides "
+            "`policy.false_alarm`). Not part of the key."
+        ),
+    ] = None
+
     @field_validator("steps", "enforce", "tolerate", "trials", mode="before")
     @classmethod
     def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
@@ -334,6 +367,8 @@ class Policy(_Model):
     # Fail (exit 1) when the store holds no run at all of the evaluated series, rather than judging every
     # value cold and passing: for teams whose PR gate must never silently gate nothing.
     require_history: Annotated[bool | None, NotNull, NotNullSchema] = None
+    # The share of clean nights a `budget` gate may fail, whatever the number of steps it judges.
+    false_alarm: Annotated[FalseAlarm | None, NotNull, NotNullSchema] = None
     write: Annotated[WritePolicy | None, NotNull, NotNullSchema] = None
 
 

@@ -6,9 +6,11 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
 2. `defaults.<metric>.<field>` in the nearest `base.yaml` (the gate file's folder, then each parent
    folder up to the gates root);
 3. the same in the base file it `extends:`, then the one that extends, and so on;
-4. for `enforce` only: `policy.enforce` along the same chain, nearest first;
+4. for `enforce` and `false_alarm` only: `policy.enforce` / `policy.false_alarm` along the same chain,
+   nearest first;
 5. built-in: `enforce: false`, no `limits`, `tolerate: 0`, no `trials`; policy `window: 20`,
-   `min_history: 1`, `reference: mean`, `baseline: trusted`, `require_history: false`.
+   `min_history: 1`, `reference: mean`, `baseline: trusted`, `false_alarm: 0.01`,
+   `require_history: false`.
 
 `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
@@ -53,9 +55,10 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "reference": "mean",
     "baseline": "trusted",
     "require_history": False,
+    "false_alarm": 0.01,
     "write": None,
 }
-GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials")
+GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials", "false_alarm")
 
 
 def display_path(path: Path) -> str:
@@ -90,6 +93,7 @@ class Policy:
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
     require_history: bool = False
+    false_alarm: float = BUILTIN_POLICY["false_alarm"]
     write: WritePolicy | None = None  # None: the CI's default branch, no pull requests
 
 
@@ -106,6 +110,7 @@ class ResolvedGate:
     sources: Mapping[str, str]
     tolerate: int | float = 0  # failing steps (or a fraction of them) the gate lets pass; not identity
     trials: int | None = None  # the metric is a mean of this many Bernoulli trials; not identity
+    false_alarm: float = BUILTIN_POLICY["false_alarm"]  # a budget rule's share of clean nights; not identity
 
     @property
     def gated(self) -> bool:
@@ -136,6 +141,7 @@ class ResolvedGate:
             "enforce": self.enforce,
             "tolerate": self.tolerate,
             "trials": self.trials,
+            "false_alarm": self.false_alarm,
             "steps_key": self.steps_key,
             "constraint_key": self.constraint_key,
             "coordinate": self.coordinate(series),
@@ -424,10 +430,17 @@ class _Loader:
         chain: tuple[Base, ...],
         policy: Policy,
     ) -> ResolvedGate | None:
-        values: dict[str, Any] = {"limits": None, "enforce": policy.enforce, "tolerate": 0, "trials": None}
+        values: dict[str, Any] = {
+            "limits": None,
+            "enforce": policy.enforce,
+            "tolerate": 0,
+            "trials": None,
+            "false_alarm": policy.false_alarm,
+        }
         sources: dict[str, str] = {
             "limits": BUILTIN,
             "enforce": policy.sources["enforce"],
+            "false_alarm": policy.sources["false_alarm"],
             "tolerate": BUILTIN,
             "trials": BUILTIN,
         }
@@ -462,17 +475,16 @@ class _Loader:
             )
             self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
             return None
-        if _tolerates_everything(values["steps"], values["tolerate"]):
+        wrong = _tolerate_problem(values, sources)
+        if wrong is not None:
             in_file = "tolerate" in spec.model_fields_set
-            shown = values["steps"] if values["steps"] == "last" else list(values["steps"])
+            message, hint = wrong
             self.problems.append(
                 Problem(
                     doc.location(("gates", metric, "tolerate") if in_file else ("gates", metric)),
-                    f"`tolerate: {values['tolerate']}` ({sources['tolerate']}) lets every step of "
-                    f"`steps: {shown}` fail, so the gate could never fail",
+                    message,
                     dotted=f"gates.{metric}.tolerate",
-                    hint="tolerate counts failing steps of a many-step gate (`steps: all`); "
-                    "write `tolerate: 0` here, or `constraint: null` to track the metric without gating it",
+                    hint=hint,
                 )
             )
             return None
@@ -488,6 +500,7 @@ class _Loader:
             sources=sources,
             tolerate=values["tolerate"],
             trials=values["trials"],
+            false_alarm=values["false_alarm"],
         )
 
     def check_rules(
@@ -529,6 +542,26 @@ def _rule_applies(rule: Rule, relative: str, gates: list[ResolvedGate]) -> bool:
     return rule.when == "always" or any(g.gated for g in gates)
 
 
+def _tolerate_problem(values: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[str, str] | None:
+    """What is wrong with a gate's `tolerate`, as (message, hint), or None."""
+    tolerate, constraint, steps = values["tolerate"], values["constraint"], values["steps"]
+    if tolerate and constraint is not None and constraint.budget is not None:
+        return (
+            f"`tolerate: {tolerate}` ({sources['tolerate']}) has no meaning for a budget rule (`constraint` "
+            f"from {sources['constraint']}), which judges the steps together",
+            "a budget gate's failures per night are set by `false_alarm`; remove `tolerate`",
+        )
+    if _tolerates_everything(steps, tolerate):
+        shown = steps if steps == "last" else list(steps)
+        return (
+            f"`tolerate: {tolerate}` ({sources['tolerate']}) lets every step of `steps: {shown}` fail, so "
+            "the gate could never fail",
+            "tolerate counts failing steps of a many-step gate (`steps: all`); write `tolerate: 0` here, or "
+            "`constraint: null` to track the metric without gating it",
+        )
+    return None
+
+
 def _tolerates_everything(steps: Steps, tolerate: int | float) -> bool:
     """A count that reaches the number of coordinates of `last` or a step list disables the gate."""
     if steps == "all" or isinstance(tolerate, float) or tolerate == 0:
@@ -551,5 +584,6 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         reference=values["reference"],
         baseline=values["baseline"],
         require_history=values["require_history"],
+        false_alarm=values["false_alarm"],
         write=values["write"],
     )

@@ -12,8 +12,9 @@ from typing import Literal, overload
 
 import numpy as np
 
-from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values, reference
-from gatecfg.models import Constraint, Reference
+from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values, reference, tidy
+from gatecfg.budget import Decision, decide
+from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
 from gatecfg.store.rows import StoredPoint
@@ -64,12 +65,14 @@ def judge(
     *,
     enforce: bool,
     current: Band | None = None,
+    ruled: tuple[Status, str] | None = None,
 ) -> Verdict:
     """One coordinate's verdict. `history` is the baseline window, newest first; `current` its band,
-    when already computed."""
+    when already computed; `ruled` the status and reason a rule over all the gate's steps (the budget
+    rule) gave this step, which stands in for the band."""
     if current is None:
         current = band(gate.constraint, history, policy.reference)
-    status, reason = _status(gate, selected, current, policy)
+    status, reason = _status(gate, selected, current, policy, ruled)
     return Verdict(
         gate=gate,
         coordinate=coordinate,
@@ -83,7 +86,9 @@ def judge(
     )
 
 
-def _status(gate: ResolvedGate, selected: Selected, current: Band, policy: Policy) -> tuple[Status, str]:
+def _status(
+    gate: ResolvedGate, selected: Selected, current: Band, policy: Policy, ruled: tuple[Status, str] | None
+) -> tuple[Status, str]:
     if selected.error is not None or selected.value is None:
         return "error", selected.error or "no value"
     value = selected.value
@@ -98,12 +103,15 @@ def _status(gate: ResolvedGate, selected: Selected, current: Band, policy: Polic
     needed = needed_history(gate, policy)
     if current.n < needed:
         missing = needed - current.n
-        why = f"min_history={needed}" if needed == max(policy.min_history, 1) else f"{needed} (sigma)"
+        rule = "budget" if gate.constraint.budget is not None else "sigma"
+        why = f"min_history={needed}" if needed == max(policy.min_history, 1) else f"{needed} ({rule})"
         return (
             "cold",
             f"cold: {current.n} of {why} {policy.baseline} values; gates after {missing} more nightl"
             f"{'ies' if missing != 1 else 'y'}",
         )
+    if ruled is not None:
+        return ruled
     if current.contains(value):
         return "pass", f"{versus} within {current.interval()}"
     return "fail", f"{versus} outside {current.interval()}"
@@ -136,6 +144,17 @@ def evaluate(
         for gate, coordinate, selection in gates
         if selection
     ]
+
+
+WHY_STEPS = 5  # failing steps a gate's one-line reason names
+
+
+def _name(step: int) -> str:
+    return "last" if step == -1 else str(step)
+
+
+def step_name(v: Verdict) -> str:
+    return _name(v.step)
 
 
 def allowed_failures(tolerate: int | float, judged: int) -> int:
@@ -185,9 +204,8 @@ class GateVerdicts(Sequence[Verdict]):
         if window is not None:
             known = self._rows >= 0
             self._sizes[known] = window.counts[self._rows[known]]
-        self.statuses: tuple[Status, ...] = tuple(
-            _statuses(gate, selection, window, policy, rows=self._rows, sizes=self._sizes)
-        )
+        statuses, self.ruled = _statuses(gate, selection, window, policy, rows=self._rows, sizes=self._sizes)
+        self.statuses: tuple[Status, ...] = tuple(statuses)
         self.counts: Counter[Status] = Counter(self.statuses)
         self.failing = self.counts["fail"]
         self.judged = self.failing + self.counts["pass"]
@@ -217,7 +235,8 @@ class GateVerdicts(Sequence[Verdict]):
                 self.history(index),
                 self.policy,
                 enforce=self.enforced,
-                current=self._bands[index],
+                current=self.band_at(index) if self.ruled is not None else self._bands[index],
+                ruled=None if self.ruled is None else self.ruled.step(index),
             )
             if found.status != self.statuses[index]:  # pragma: no cover - _statuses is exact by design
                 raise AssertionError(
@@ -240,7 +259,8 @@ class GateVerdicts(Sequence[Verdict]):
             return found.band
         current = self._bands[index]
         if current is None:
-            current = self._bands[index] = band(
+            ruled = None if self.ruled is None else self.ruled.band(index)
+            current = self._bands[index] = ruled or band(
                 self.gate.constraint, self.history(index), self.policy.reference
             )
         return current
@@ -250,6 +270,8 @@ class GateVerdicts(Sequence[Verdict]):
         found = self._verdicts[index]
         if found is not None:
             return found.band.ref
+        if self.ruled is not None and (ruled := self.ruled.band(index)) is not None:
+            return ruled.ref
         history = self.history(index)
         return reference(history, self.policy.reference) if history else None
 
@@ -295,6 +317,31 @@ class GateVerdicts(Sequence[Verdict]):
         return self.enforced and self.blocking > 0
 
     @property
+    def why(self) -> str | None:
+        """Why the gate fails, in one line a person reads (which steps, how far, against what); None when
+        it does not."""
+        if not self.blocking:
+            return None
+        if self.counts["error"]:
+            first = next(self.where("error"))
+            errors = self.counts["error"]
+            return f"{errors} step{'s' * (errors != 1)} without a usable value; step {step_name(first)}: " + (
+                first.reason
+            )
+        if self.ruled is not None and self.ruled.decision.fired:
+            return self.ruled.why(self.gate, self.selection)
+        failing = list(self.where("fail"))
+        worst = max(failing, key=lambda v: abs(v.delta_pct or 0.0))
+        shown = ", ".join(step_name(v) for v in failing[:WHY_STEPS]) + (
+            f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
+        )
+        plural = "s" * (self.failing != 1)
+        text = f"{self.failing} of {self.judged} steps failing (step{plural} {shown})"
+        if self.gate.tolerate:
+            text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
+        return f"{text}; worst: step {step_name(worst)} {worst.reason}"
+
+    @property
     def reason(self) -> str:
         steps = len(self)
         text = f"{self.failing} of {steps} step{'s' * (steps != 1)} failing"
@@ -330,8 +377,9 @@ def _statuses(
     *,
     rows: Counts,
     sizes: Counts,
-) -> list[Status]:
-    """Every step's status, exactly as `judge` decides it, with the band arithmetic done in arrays."""
+) -> tuple[list[Status], Ruled | None]:
+    """Every step's status, exactly as `judge` decides it, with the band arithmetic done in arrays; and
+    for a budget gate, the rule's decision over all its judged steps."""
     values = selection.numbers()
     codes = np.full(len(selection), _CLOSE, np.int8)
     # A selected value is finite or an error, so NaN marks the errors.
@@ -349,12 +397,26 @@ def _statuses(
                 breach |= values > gate.limits.max
         codes[open_ & breach] = _CODE["fail"]
         open_ &= ~breach
+    ruled = None
     if gate.constraint is None:
         codes[open_] = _CODE["pass"]
     else:
         cold = open_ & (sizes < needed_history(gate, policy))
         codes[cold] = _CODE["cold"]
         open_ &= ~cold
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        if window is not None and open_.any():
+            ruled = Ruled.of(
+                gate,
+                gate.constraint.budget,
+                values,
+                window,
+                judged=np.flatnonzero(open_),
+                rows=rows,
+                sizes=sizes,
+            )
+            codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
+    elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always).
         for size in np.unique(sizes[open_]).tolist():
             if window is None or size > BULK_MAX_WINDOW:
@@ -366,7 +428,87 @@ def _statuses(
     for i in np.flatnonzero(codes == _CLOSE).tolist():
         history = [] if window is None else window.values[rows[i], : sizes[i]].tolist()
         statuses[i] = judge(gate, "", selection[i], history, policy, enforce=False).status
-    return statuses
+    return statuses, ruled
+
+
+@dataclass(frozen=True)
+class Ruled:
+    """A budget gate's decision over its judged steps (`judged`: their indices among the selected)."""
+
+    decision: Decision
+    judged: Counts
+    position: Mapping[int, int]  # selected index -> index among the judged
+
+    @classmethod
+    def of(
+        cls,
+        gate: ResolvedGate,
+        direction: Direction,
+        values: np.ndarray,
+        window: Window,
+        *,
+        judged: Counts,
+        rows: Counts,
+        sizes: Counts,
+    ) -> Ruled:
+        # The nights every judged step holds: the newest `nights` columns of the window, newest first.
+        nights = int(sizes[judged].min())
+        history = window.values[rows[judged], :nights]
+        decision = decide(
+            values[judged],
+            history,
+            direction=direction,
+            alpha=gate.false_alarm,
+            trials=gate.trials,
+        )
+        return cls(decision, judged, {int(i): k for k, i in enumerate(judged.tolist())})
+
+    def band(self, index: int) -> Band | None:
+        """The step's baseline as reports show it: the median of its window (no edges: the rule judges
+        the steps together)."""
+        k = self.position.get(index)
+        if k is None:
+            return None
+        d = self.decision
+        return Band(tidy(float(d.loc[k])), d.nights, None, None)
+
+    def step(self, index: int) -> tuple[Status, str] | None:
+        """The status and reason of the index-th selected step, when the rule judged it."""
+        k = self.position.get(index)
+        if k is None:
+            return None
+        d = self.decision
+        baseline = f"{float(d.z[k]):+.2f} scales from median={fmt(float(d.loc[k]))} of {d.nights} nights"
+        if not d.failing[k]:
+            return "pass", f"{baseline}; the gate's steps are within the false-alarm budget"
+        return "fail", (
+            f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
+            f"(threshold {d.threshold:.2f})"
+        )
+
+    def why(self, gate: ResolvedGate, selection: Selection) -> str:
+        d = self.decision
+        judged = len(self.judged)
+        moved = np.flatnonzero(d.failing)
+        strongest = self._steps(selection, d.first, d.last)
+        where = "all" if len(moved) == judged else self._steps(selection, int(moved[0]), int(moved[-1]))
+        pct = "" if d.pct is None else f" ({d.pct:+.1f}%)"
+        one = d.first == d.last
+        sits, their = ("sits", "its") if one else ("sit on average", "their")
+        above = "above" if d.direction == "up" else "below"
+        return (
+            f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} "
+            f"{d.distance:.2f} of {their} night-to-night scales {above} baseline{pct}, where a clean night "
+            f"goes past {d.threshold:.2f} with probability {gate.false_alarm:g} "
+            f"(budget rule, {d.nights} past nights)"
+        )
+
+    def _steps(self, selection: Selection, first: int, last: int) -> str:
+        """Judged steps first..last as logged steps: `step 7`, `steps 40-49`, `all 100 steps`."""
+        if first == 0 and last == len(self.judged) - 1 and last > 0:
+            return f"all {last + 1} steps"
+        low, high = (_name(selection.steps[int(self.judged[i])]) for i in (first, last))
+        return f"step {low}" if first == last else f"steps {low}-{high}"
 
 
 # Status codes of the bulk arithmetic, and a close call that `judge` decides.

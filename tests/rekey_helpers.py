@@ -13,7 +13,9 @@ from helpers import REPO, run_cli
 GSM8K = "tests/e2e/fully_async/test_gsm8k_fully_async_ci.py"
 KIMI = "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_ci.py"
 KIMI_LORA = "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_lora_ci.py"
-# The raw_reward default of gates/base.yaml, and the edit that re-keys every gate inheriting it.
+# The raw_reward default as these tests write it into their copy of gates/base.yaml (a rel/abs band, whose
+# edges they check), and the edit that re-keys every gate inheriting it.
+SHIPPED_RAW_REWARD = "constraint: {budget: down}"
 RAW_REWARD_DEFAULT = "constraint: {rel_down: 0.2, abs_floor_down: 0.05}"
 RAW_REWARD_EDITED = "constraint: {rel_down: 0.25, abs_floor_down: 0.05}"
 GSM8K_FILE = "gates/fully_async/test_gsm8k_fully_async_ci.yaml"
@@ -34,10 +36,12 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def make_repo(root: Path) -> Path:
-    """A git repository at `root` whose one commit holds a copy of the project's `gates/` on `main`."""
+    """A git repository at `root` whose one commit holds a copy of the project's `gates/` on `main`, its
+    raw_reward default written as the band RAW_REWARD_DEFAULT."""
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
     shutil.copytree(REPO / "gates", root / "gates")
+    edit(root / "gates" / "base.yaml", SHIPPED_RAW_REWARD, RAW_REWARD_DEFAULT)
     git(root, "add", "gates")
     git(root, "commit", "-q", "-m", "the project's gates")
     return root

@@ -251,7 +251,7 @@ def test_a_default_moved_to_a_nearer_base_file_is_reported_there(repo: Path) -> 
     nearer = repo / "gates" / "fully_async" / "base.yaml"
     nearer.write_text(
         "version: 1\nextends: ../base.yaml\ndefaults:\n  train/grad_norm:\n    steps: all\n"
-        "    constraint: {rel_up: 0.4, abs_floor_up: 0.1, rel_down: 0.8, abs_floor_down: 0.1}\n",
+        "    constraint: {budget: up}\n",
         encoding="utf-8",
     )
 
@@ -261,7 +261,7 @@ def test_a_default_moved_to_a_nearer_base_file_is_reported_there(repo: Path) -> 
     assert cause["kind"] == "moved"
     assert cause["path"] == "gates/fully_async/base.yaml"
     assert cause["line"] == 6
-    assert cause["changes"][0]["dotted"] == "defaults.train/grad_norm.constraint.rel_up"
+    assert cause["changes"][0]["dotted"] == "defaults.train/grad_norm.constraint.budget"
     assert [(g["test"], g["metric"]) for g in cause["gates"]] == [(GSM8K, "train/grad_norm")]
 
 

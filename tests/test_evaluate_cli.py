@@ -80,6 +80,11 @@ def test_regressed_reward_fails_with_the_seed_band(tmp_path: Path, db: str) -> N
     assert verdict["hi"] is None
     assert verdict["steps_key"] == '"all"'
     assert verdict["reason"] == "cur=0.3125 vs mean=0.521875 (n=20) outside [0.4175, inf]"
+    [gate] = report["gates"]  # type: ignore[misc]
+    assert gate["why"] == (
+        "1 of 2 steps failing (step 1); worst: step 1 "
+        "cur=0.3125 vs mean=0.521875 (n=20) outside [0.4175, inf]"
+    )
     assert report["run"] == {
         "run_id": report["run"]["run_id"],  # type: ignore[index]
         "commit": None, "branch": None, "url": None,

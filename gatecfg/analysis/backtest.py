@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -70,6 +71,58 @@ class RunReplay:
     run: StoredRun
     results: Mapping[str, GateVerdicts]  # by metric: each step's status, its band built when asked for
     trusted: bool
+    # With `--inject`: by metric, the gate's status on this night with the regression injected.
+    injected: Mapping[str, Status] = dataclasses.field(default_factory=dict)
+
+
+SHIFT = re.compile(r"^(?P<sign>[+-]?)(?P<size>\d+(?:\.\d*)?|\.\d+)(?P<unit>sigma|%)$")
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A synthetic regression: every judged step moved by `size` standard deviations of its window
+    (`sigma`) or by `size` percent of its window's mean (`%`), in the gate's harmful direction unless
+    a sign says which (`+` up, `-` down)."""
+
+    text: str
+    size: float
+    unit: Literal["sigma", "%"]
+    sign: float | None
+
+    @classmethod
+    def parse(cls, text: str) -> Shift:
+        found = SHIFT.match(text.strip())
+        if found is None:
+            raise ValueError(f"`{text}` is not a shift: write e.g. `2sigma`, `-3sigma` or `10%`")
+        sign = {"+": 1.0, "-": -1.0}.get(found["sign"])
+        return cls(text.strip(), float(found["size"]), found["unit"], sign)  # type: ignore[arg-type]
+
+    def direction(self, gate: ResolvedGate) -> float:
+        """+1 (up) or -1 (down): the sign written, else the side the gate guards (up when it guards
+        both or neither)."""
+        if self.sign is not None:
+            return self.sign
+        c = gate.constraint
+        if c is None:
+            return 1.0
+        if c.budget is not None:
+            return -1.0 if c.budget == "down" else 1.0
+        up = c.rel_up is not None or c.abs_floor_up is not None or c.sigma_up is not None
+        return 1.0 if up else -1.0
+
+    def apply(self, gate: ResolvedGate, chosen: Selection, window: Window | None) -> Selection:
+        """The night `chosen` with the regression injected at every step its window can size (two
+        values for `sigma`, one for `%`); steps without such a window, and errors, are left as they are."""
+        sign = self.direction(gate)
+        values: list[float | None] = []
+        for step, value in zip(chosen.steps, chosen.values, strict=True):
+            history = [] if window is None else window.history(step)
+            if value is None or len(history) < (2 if self.unit == "sigma" else 1):
+                values.append(value)
+                continue
+            spread = np.std(history, ddof=1) if self.unit == "sigma" else abs(np.mean(history)) / 100.0
+            values.append(value + sign * self.size * float(spread))
+        return Selection(chosen.steps, chosen.logged, values, chosen.errors, chosen.locations)
 
 
 @dataclass(frozen=True)
@@ -80,6 +133,7 @@ class Replay:
     # What the next run would meet: per metric and step, the band and the newest nightly values.
     bands: Mapping[str, Mapping[int, Band]]
     distributions: Mapping[str, Mapping[int, Sequence[float]]]
+    inject: Shift | None = None  # the regression each night was also judged with
 
 
 def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
@@ -163,11 +217,14 @@ def replay(
     policy: Policy,
     *,
     keep: Collection[str] | None = None,
+    inject: Shift | None = None,
 ) -> Replay:
     """Judge `runs` (one series, oldest first) one after another, each against the runs before it.
 
     Every gate is judged, since the trust of a run rests on all of them; a replayed run keeps the verdicts
-    of the gates of `keep` (metrics; None: all), each of which holds its baseline window.
+    of the gates of `keep` (metrics; None: all), each of which holds its baseline window. With `inject`,
+    each night is judged a second time with that regression injected, against the same baselines; the
+    injected values never form a baseline and never decide trust.
     """
     # Per metric and step: the values that qualify under policy.baseline, and those of every run nobody
     # untrusted by hand, oldest first.
@@ -191,7 +248,15 @@ def replay(
         results = evaluate(selections, Baselines(windows), policy)
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
         kept = {r.gate.metric: r for r in results if keep is None or r.gate.metric in keep}
-        replayed.append(RunReplay(run, kept, is_trusted))
+        injected: dict[str, Status] = {}
+        if inject is not None:
+            shifted = [
+                (gate, coordinate, inject.apply(gate, chosen, windows.get(coordinate)))
+                for gate, coordinate, chosen in selections
+                if keep is None or gate.metric in keep
+            ]
+            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), policy)}
+        replayed.append(RunReplay(run, kept, is_trusted, injected))
         qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
         for gate, _, chosen in selections:
             steps_seen[gate.metric].update(chosen.steps)
@@ -210,7 +275,7 @@ def replay(
     distributions = {
         metric: nightly[metric].newest(sorted(steps), policy.window) for metric, steps in steps_seen.items()
     }
-    return Replay(test, policy, tuple(replayed), bands, distributions)
+    return Replay(test, policy, tuple(replayed), bands, distributions, inject)
 
 
 @dataclass(frozen=True)
@@ -272,6 +337,27 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class Detection:
+    """`backtest --inject`: of the nights judged with the regression injected, how many failed."""
+
+    shift: str
+    judged: int
+    detected: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.detected / self.judged if self.judged else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "shift": self.shift,
+            "judged": self.judged,
+            "detected": self.detected,
+            "detection_rate": self.rate,
+        }
+
+
+@dataclass(frozen=True)
 class GateReport:
     """One backtest row: a gate (`step` None: over all its steps) or one of its steps, in one series."""
 
@@ -285,10 +371,13 @@ class GateReport:
     flips: tuple[Flip, ...]
     baseline: Baseline
     other: tuple[Baseline, Tally]  # the same replay under the other baseline policy
+    detection: Detection | None = None  # a gate's row with `--inject`
 
     def as_json(self) -> dict[str, Any]:
         other_name, other = self.other
+        found = {} if self.detection is None else {"injected": self.detection.as_json()}
         return {
+            **found,
             "test": self.test,
             "metric": self.metric,
             "step": self.step,
@@ -426,18 +515,20 @@ def backtest(
     *,
     against: Against,
     metric: str | None = None,
+    inject: Shift | None = None,
 ) -> list[GateReport]:
     """Backtest rows for every gate of `test` (or the one for `metric`) in every series of `runs`.
 
     `runs` are oldest first. `against` is what flips are measured from: the same test in another tree,
-    "recorded" (the verdicts stored when each run was evaluated), or None (no comparison).
+    "recorded" (the verdicts stored when each run was evaluated), or None (no comparison). With
+    `inject`, each gate's row also reports how often that regression, injected into each night, fails it.
     """
     reports: list[GateReport] = []
     other_policy = dataclasses.replace(test.policy, baseline=_other(test.policy.baseline))
     for series, chosen in series_runs(runs).items():
         # Only the verdicts of the gates reported are kept: a replayed gate holds a window per run.
         keep = None if metric is None else {metric}
-        after = replay(test, series, chosen, test.policy, keep=keep)
+        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject)
         other = replay(test, series, chosen, other_policy, keep=keep)
         prior = (
             replay(against, series, chosen, against.policy, keep=keep)
@@ -471,6 +562,7 @@ def _gate_reports(
         return []
     single = _single_step(gate)
     policy = after.policy
+    detection = _detection(after, gate.metric)
     rows: list[tuple[int | None, Track]] = []
     if single is not None:
         rows.append((single, _track(tracks, single)))
@@ -509,9 +601,23 @@ def _gate_reports(
                     other.policy.baseline,
                     _tally(_track(other_tracks, step), _next_ref(other, gate.metric, step)),
                 ),
+                detection=detection if step is None or step == single else None,
             )
         )
     return reports
+
+
+def _detection(replayed: Replay, metric: str) -> Detection | None:
+    """How often the injected regression failed the gate, over the nights nobody untrusted by hand on
+    which its injected verdict was pass or fail; None without `--inject`."""
+    if replayed.inject is None:
+        return None
+    statuses = [
+        status
+        for r in replayed.runs
+        if not r.run.untrusted_by_hand and (status := r.injected.get(metric)) in ("pass", "fail")
+    ]
+    return Detection(replayed.inject.text, len(statuses), statuses.count("fail"))
 
 
 def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:

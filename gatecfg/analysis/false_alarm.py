@@ -21,6 +21,10 @@ were stored untrusted), so it describes the metric too kindly. That difference i
 A gate over many steps fails a night when more steps fail than it tolerates; its estimate combines the
 steps' probabilities as independent (a Poisson-binomial tail). Steps of one run are usually positively
 correlated, which makes the "any step fails" estimate an upper bound.
+
+* **budget**: a `budget` gate is calibrated, from its own window, to fail a clean night with probability
+  `false_alarm` whatever its steps (gatecfg/budget.py; benchmarks/gate_quality.py measures it), so that is
+  its estimate once the window holds enough nights.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.store import Store
 from gatecfg.verdicts import allowed_failures, needed_history
 
-Method = Literal["binomial", "empirical"]
+Method = Literal["binomial", "empirical", "budget"]
 TrialsSource = Literal["declared", "detected"]
 
 MIN_VALUES = 5  # fewer nightly values than this: no estimate, the distribution is unknown
@@ -174,6 +178,8 @@ def step_estimate(
     gate: ResolvedGate, policy: Policy, current: Band, distribution: Sequence[float]
 ) -> Estimate | None:
     """The chance that one coordinate fails a night, or None (it cannot fail, or too few values)."""
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        return _budget(gate, policy, [len(distribution)])
     interval = passing_interval(gate, current, policy)
     if interval is None or len(distribution) < MIN_VALUES:
         return None
@@ -197,6 +203,13 @@ def step_estimate(
         probability=empirical_probability(distribution, interval),
         values=len(distribution),
     )
+
+
+def _budget(gate: ResolvedGate, policy: Policy, sizes: Sequence[int]) -> Estimate | None:
+    """A budget gate's estimate: its `false_alarm`, once every step's window can judge."""
+    if not sizes or min(sizes) < max(MIN_VALUES, needed_history(gate, policy)):
+        return None
+    return Estimate(method="budget", probability=gate.false_alarm, values=min(sizes), steps=len(sizes))
 
 
 def combine(gate: ResolvedGate, estimates: Sequence[Estimate]) -> Estimate | None:
@@ -238,6 +251,8 @@ def gate_estimate(
     distributions: Mapping[int, Sequence[float]],
 ) -> Estimate | None:
     """A gate's nightly false-alarm estimate from the band of each step and each step's nightly values."""
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        return _budget(gate, policy, [len(distributions.get(step, ())) for step in bands])
     found = [
         e
         for step in sorted(bands)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest, stored_runs
+from gatecfg.analysis.backtest import Against, GateReport, Shift, Tally, backtest, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
@@ -28,7 +28,14 @@ def _checked(tree: GateTree) -> GateTree:
 
 
 def backtest_command(
-    *, db: str, gates: Path, base: str | None, test: str | None, metric: str | None, fmt_name: str
+    *,
+    db: str,
+    gates: Path,
+    base: str | None,
+    test: str | None,
+    metric: str | None,
+    fmt_name: str,
+    inject: Shift | None = None,
 ) -> int:
     tree = _checked(load_tree(gates))
     before = _checked(load_tree_at(base, gates)) if base is not None else None
@@ -56,7 +63,7 @@ def backtest_command(
                     metrics |= {g.metric for g in against.gates}
             runs = stored_runs(store, resolved.test, sorted(metrics))
             runs_seen += len(runs)
-            reports += backtest(resolved, runs, against=against, metric=metric)
+            reports += backtest(resolved, runs, against=against, metric=metric, inject=inject)
             advance(1)
         url = store.url
     compared = "recorded" if base is None else base
@@ -64,13 +71,20 @@ def backtest_command(
         document = {"against": compared, "gates": [r.as_json() for r in reports]}
         print(json.dumps(document, indent=2, allow_nan=False))
     else:
-        print(_text(reports, tests, runs_seen, url, compared), end="")
+        print(_text(reports, tests, runs_seen, url, compared, inject=inject), end="")
     return EXIT_OK
 
 
 def _rate(tally: Tally) -> str:
     rate = tally.false_alarm_rate
     return "-" if rate is None else f"{rate:.1%}"
+
+
+def _detects(report: GateReport) -> str:
+    found = report.detection
+    if found is None or found.rate is None:
+        return "-"
+    return f"{found.rate:.1%} ({found.detected}/{found.judged})"
 
 
 def _drift(tally: Tally) -> str:
@@ -82,7 +96,13 @@ def _drift(tally: Tally) -> str:
 
 
 def _text(
-    reports: Sequence[GateReport], tests: Sequence[ResolvedTest], runs: int, url: str, compared: str
+    reports: Sequence[GateReport],
+    tests: Sequence[ResolvedTest],
+    runs: int,
+    url: str,
+    compared: str,
+    *,
+    inject: Shift | None,
 ) -> str:
     console = text_console()
     against = (
@@ -92,6 +112,11 @@ def _text(
     )
     console.print(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
     console.print(f"flips are measured against {against}")
+    if inject is not None:
+        console.print(
+            f"detects: each night judged again with {inject.text} injected (never stored), against the same "
+            "baseline; the share that fails"
+        )
     by_test: dict[tuple[str, str], list[GateReport]] = {}
     for r in reports:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "none"
@@ -106,11 +131,16 @@ def _text(
             f"reference {policy.reference})",
             title_justify="left",
         )
-        columns = ("metric", "step", "replayed", "judged", "failures", "rate", "estimate", "ref drift")
+        columns: tuple[str, ...] = (
+            "metric", "step", "replayed", "judged", "failures", "rate", "estimate", "ref drift"
+        )  # fmt: skip
+        if inject is not None:
+            columns = (*columns[:6], f"detects {inject.text}", *columns[6:])
         for column in (*columns, f"with baseline: {other}", "flips"):
             table.add_column(column, overflow="fold")
         for r in rows:
             alt = r.other[1]
+            detects = [] if inject is None else [_detects(r)]
             table.add_row(
                 r.metric,
                 "all" if r.step is None else ("last" if r.step == -1 else str(r.step)),
@@ -118,6 +148,7 @@ def _text(
                 str(r.tally.judged),
                 str(r.tally.failures),
                 _rate(r.tally),
+                *detects,
                 "-" if r.estimate is None else r.estimate.describe(),
                 _drift(r.tally),
                 f"{alt.failures} failures, {_rate(alt)}, ref {_drift(alt)}",

@@ -33,14 +33,14 @@ def _unpack(source: Traversable, into: Path) -> Path:
 
 
 def _pr_gates(gates: Path, into: Path) -> Path:
-    """A copy of the gates in which the PR loosens one default: the edit that silently re-keyed
-    baselines in the system gatecfg replaces."""
+    """A copy of the gates in which the PR edits one default (its budget rule guards both directions
+    instead of one): the kind of edit that silently re-keyed baselines in the system gatecfg replaces."""
     shutil.rmtree(into, ignore_errors=True)
     shutil.copytree(gates, into)
     yaml = YAML()  # round-trip: comments and layout survive, like a human edit
     base = into / "base.yaml"
     data = yaml.load(base)
-    data["defaults"][REKEYED]["constraint"]["rel_up"] = 0.6
+    data["defaults"][REKEYED]["constraint"]["budget"] = "both"
     with base.open("w", encoding="utf-8") as handle:
         yaml.dump(data, handle)
     return into
@@ -76,7 +76,8 @@ def demo(*, db_file: Path) -> int:
     pr_gates = _pr_gates(gates, work / "gates-pr")
     say(
         "\n2. judging a PR run against that history (no --write: a PR never enters history).\n"
-        f"   The PR also loosened `{REKEYED}` rel_up 0.5 -> 0.6 in {pr_gates}/base.yaml:\n"
+        f"   The PR also made `{REKEYED}` guard both directions (budget: up -> both) in "
+        f"{pr_gates}/base.yaml:\n"
         f"   gatecfg evaluate --gates {pr_gates} --test {DEMO_TEST} \\\n"
         f"       --record {pr_record} --db {db}\n\n"
     )

@@ -79,15 +79,18 @@ def role(result: GateVerdicts) -> str:
     return "enforced" if result.enforced else "shadow"
 
 
+def band_label(v: Verdict) -> str:
+    """The band a step was judged against, `-` where none was: no history, no constraint, or a budget
+    rule (which judges the steps together; its reason says against what)."""
+    if v.gate.constraint is None or v.gate.constraint.budget is not None or not v.band.n:
+        return "-"
+    return v.band.interval()
+
+
 def step_label(v: Verdict) -> str:
     if v.logged_step is None and v.step == -1:
         return str(v.gate.steps_key).strip('"')  # the metric is missing: no step was selected
     return "last" if v.step == -1 else str(v.step)
-
-
-def band_text(v: Verdict) -> str:
-    """The band a step was judged against, `-` where there was none (tracked, or no history yet)."""
-    return v.band.interval() if v.gate.constraint is not None and v.band.n else "-"
 
 
 def step_reason(v: Verdict) -> str:

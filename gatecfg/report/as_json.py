@@ -53,6 +53,7 @@ def outcome_json(o: GateVerdicts) -> dict[str, Any]:
         "tolerate": o.gate.tolerate,
         "allowed": o.allowed,
         "reason": o.reason,
+        "why": o.why,
     }
 
 

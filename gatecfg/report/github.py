@@ -14,6 +14,14 @@ ANNOTATIONS_PER_GATE = 3
 def render_github(report: RunReport) -> str:
     lines = [Problem(Location(report.gate_file), note, severity="warning").github() for note in report.notes]
     for result in report.results:
+        if result.why is not None:
+            problem = Problem(
+                Location(result.gate.file, result.gate.line),
+                f"gate fails ({role(result)}): {result.why}",
+                dotted=result.gate.metric,
+                severity="error" if result.fails_job else "warning",
+            )
+            lines.append(problem.github())
         for v in islice(result.where("fail", "error", "cold"), ANNOTATIONS_PER_GATE):
             severity: Severity = "error" if v.fails_job else "warning"
             step = step_label(v)

@@ -6,7 +6,7 @@ from itertools import islice
 
 from gatecfg.band import fmt
 from gatecfg.escape import markdown_code, markdown_text
-from gatecfg.report import RunReport, band_text, role, step_label
+from gatecfg.report import RunReport, band_label, role, step_label
 from gatecfg.verdicts import Status, Verdict
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
@@ -38,6 +38,13 @@ def render_markdown(report: RunReport) -> str:
         spread = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
         icon, metric = ICONS[result.status], markdown_code(gate.metric)
         lines.append(f"| {icon} | {metric} | {role(result)} | {markdown_code(gate.steps_key)} | {spread} |")
+    why = [
+        f"- {ICONS['fail']} {markdown_code(r.gate.metric)}: {markdown_text(r.why)}"
+        for r in report.results
+        if r.why
+    ]
+    if why:
+        lines += ["", "Why:", "", *why]
     needing: tuple[Status, ...] = ("fail", "error", "cold")
     attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:
@@ -60,5 +67,5 @@ def _row(v: Verdict) -> str:
     ref = fmt(v.band.ref) if v.band.ref is not None else "-"
     return (
         f"| {ICONS[v.status]} | {markdown_code(v.gate.metric)} | {step} | {value} | {ref} | {v.band.n} | "
-        f"{band_text(v)} | {'(tolerated) ' if v.tolerated else ''}{markdown_text(v.reason)} |"
+        f"{band_label(v)} | {'(tolerated) ' if v.tolerated else ''}{markdown_text(v.reason)} |"
     )

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from gatecfg.band import fmt
 from gatecfg.escape import terminal
-from gatecfg.report import RunReport, band_text, role, step_label
+from gatecfg.report import RunReport, band_label, role, step_label
 from gatecfg.terminal import text_console
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
@@ -53,7 +53,7 @@ def render_text(report: RunReport) -> str:
                     fmt(v.value) if v.value is not None and single else "-",
                     fmt(v.band.ref) if v.band.ref is not None else "-",
                     str(v.band.n),
-                    band_text(v),
+                    band_label(v),
                     _pct(v) if single else "",
                     # The columns already say why a band failed; other reasons need the words.
                     "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
@@ -76,6 +76,11 @@ def render_text(report: RunReport) -> str:
             terminal(f"{gate.file}:{gate.line}"),
         )
     console.print(table)
+    for result in report.results:
+        if result.why is not None:
+            # One line, however long: a person greps for it in a CI log.
+            line = f"{role(result).upper()} FAIL {terminal(result.gate.metric)}: {terminal(result.why)}"
+            console.print(line, soft_wrap=True)
 
     for warning in report.warnings:
         console.print(terminal(f"WARNING re-key: {warning.message}"))

@@ -1,0 +1,313 @@
+"""The false-alarm budget rule (`constraint: {budget: up|down|both}`): a gate fails a clean night with
+probability at most `false_alarm`, however many steps it judges and however they are correlated.
+
+One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
+
+1. Standardise every step by its own window: `z = (value - median) / scale`, the scale a standard
+   deviation of the window with values beyond 5 MADs clipped (a spike in the window does not widen it).
+   The space: Anscombe's arcsine for a mean of `trials` Bernoulli draws (the binomial spread a floor),
+   log for a positive metric whose window is more symmetric there, else the metric's own units. With
+   more than one step each z is clipped to +-CLIP_Z.
+2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
+   steps (a sustained shift) and the mean z over each contiguous block of 10% of the steps at half-block
+   strides, without the block's largest z (a shift confined to part of the run, which one spiking step
+   cannot imitate).
+3. Take each statistic's null distribution from the window's own nights, leave-one-out: every past night
+   is standardised by the other nights exactly as tonight is by all of them. Correlation between steps
+   (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
+4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
+   (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
+   over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
+
+A night fails when any statistic does. The steps reported failing are those of every block that fired
+(all of them when only the mean did); the statistic described is the one that went furthest toward its
+threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Direction = Literal["up", "down", "both"]
+Space = Literal["linear", "log", "binomial"]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
+CLIP_Z = 5.0  # one step moves a many-step statistic by at most this many of its scales
+OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
+BLOCK_SHARE = 0.1  # a block is a tenth of the steps
+ALL_SHARE = 0.5  # the share of the budget spent on the mean over all steps (the rest on the blocks)
+# Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
+# of one night are correlated and do not each bring n - 1 independent ones.
+POOLED_DF_BLOCKS = 4
+MAD_TO_SD = 1.4826
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The night's outcome. `failing` marks the steps of every block statistic that fired, or all steps
+    when only the mean over all of them did (all False on a pass); `loc`/`scale` are each step's baseline
+    location and scale; the other fields describe the statistic that went furthest toward its threshold,
+    fired or not, in units of the steps' scales."""
+
+    failing: BoolArray
+    z: FloatArray  # each step's standardised distance from its baseline (harmful or not), unclipped
+    loc: FloatArray
+    scale: FloatArray
+    direction: Literal["up", "down"]
+    first: int  # index range [first, last] of the statistic's steps among those judged
+    last: int
+    distance: float  # its mean z (harmful direction positive)
+    threshold: float  # the distance a clean night exceeds with probability alpha / (statistics x sides)
+    nights: int
+    severity: float  # (statistic - its past mean) / (threshold - past mean): the night fails above 1
+    pct: float | None  # mean relative change of those steps against their baselines, percent
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.failing.any())
+
+
+def sides(direction: Direction) -> tuple[Literal["up", "down"], ...]:
+    return ("up", "down") if direction == "both" else (direction,)
+
+
+def decide(
+    values: FloatArray,
+    history: FloatArray,
+    *,
+    direction: Direction,
+    alpha: float,
+    trials: int | None = None,
+) -> Decision:
+    """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
+    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS)."""
+    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values)
+
+
+@dataclass(frozen=True)
+class _Side:
+    sign: float
+    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block
+    centres: FloatArray  # each statistic's mean over the past nights
+    thresholds: FloatArray
+
+
+@dataclass(frozen=True)
+class Null:
+    """What a window says about a clean night: each step's location and scale, and each statistic's
+    threshold. Built once per window (a backtest judges several variants of one night against it)."""
+
+    loc: FloatArray  # each step's median, in the metric's units (what reports show)
+    scale: FloatArray  # each step's scale, in the space the steps are standardised in
+    centre: FloatArray  # each step's median in that space
+    space: Space
+    trials: int | None
+    nights: int
+    clip: float
+    starts: npt.NDArray[np.int64]
+    width: int
+    sides: tuple[tuple[Literal["up", "down"], _Side], ...]
+
+    @classmethod
+    def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+        m, n = history.shape
+        space: Space = "binomial" if trials is not None else _space(history)
+        raw_loc = np.median(history, axis=-1)
+        history = _transform(history, space, trials)
+        floor = _binomial_scale(trials) if trials is not None else 0.0
+        loc, scale = _location_scale(history, floor)
+        # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
+        others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
+        loo_loc, loo_scale = _location_scale(history[:, others], floor)
+        z_past = (history - loo_loc) / loo_scale  # m x n
+        starts, width = _blocks(m)
+        clip = CLIP_Z if m > 1 else math.inf
+        directions = sides(direction)
+        inflate = math.sqrt(1.0 + 1.0 / n)
+        blocks = len(starts)
+        found = []
+        for side in directions:
+            sign = 1.0 if side == "up" else -1.0
+            matrix = _statistics(np.clip(sign * z_past, -clip, clip), starts, width)  # statistics x nights
+            ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
+            centre = matrix.mean(axis=1)
+            spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
+            a_all = alpha / len(directions) * (ALL_SHARE if blocks else 1.0)
+            thresholds = [centre[0] + _t_quantile(a_all, n - 1) * spread[0] * inflate]
+            if blocks:
+                pooled = math.sqrt(float(np.mean(spread[1:] ** 2)))
+                a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / blocks
+                q = _t_quantile(a_block, (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width)))
+                thresholds += list(centre[1:] + q * pooled * inflate)
+            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
+        return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, tuple(found))
+
+    def judge(self, values: FloatArray) -> Decision:
+        m = len(values)
+        z_now = (_transform(values, self.space, self.trials) - self.centre) / self.scale
+        best: Decision | None = None
+        # The steps reported failing: those of every block that fired (a sustained shift alone: all).
+        failing = np.zeros(m, bool)
+        for side, null in self.sides:
+            now = np.clip(null.sign * z_now, -self.clip, self.clip)
+            stats = _statistics(now[:, None], self.starts, self.width)[:, 0]
+            # How far each statistic went toward its threshold: 1 at the threshold.
+            severity = (stats - null.centres) / (null.thresholds - null.centres)
+            fired = np.flatnonzero(severity > 1.0)
+            for first, last in [null.ranges[k] for k in fired if k > 0] or [null.ranges[k] for k in fired]:
+                failing[first : last + 1] = True
+            k = int(np.argmax(severity))
+            if best is None or severity[k] > best.severity:
+                first, last = null.ranges[k]
+                loc = self.loc
+                best = Decision(
+                    failing=failing,
+                    z=z_now,
+                    loc=loc,
+                    scale=self.scale,
+                    direction=side,
+                    first=first,
+                    last=last,
+                    distance=float(stats[k]),
+                    threshold=float(null.thresholds[k]),
+                    nights=self.nights,
+                    severity=float(severity[k]),
+                    pct=_pct(values[first : last + 1], loc[first : last + 1]),
+                )
+        assert best is not None  # at least the mean over all steps in one direction
+        return dataclasses.replace(best, failing=failing)
+
+
+def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:
+    """Per column of `z` (steps x nights): the mean over all steps, then each block's mean without its
+    largest value (a block of one keeps it), so that one step alone cannot carry a block."""
+    stats = [z.mean(axis=0)]
+    if len(starts):
+        sums = np.vstack([np.zeros((1, z.shape[1])), np.cumsum(z, axis=0)])
+        total = sums[starts + width] - sums[starts]
+        if width > 1:
+            largest = np.max([z[starts + k] for k in range(width)], axis=0)
+            stats += list((total - largest) / (width - 1))
+        else:
+            stats += list(total / width)
+    return np.array(stats)
+
+
+def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:
+    """Into the space where a metric's noise is near symmetric: log for a positive metric (norms, KLs,
+    lognormal noise), Anscombe's arcsine for a mean of `trials` Bernoulli draws (whose spread is then
+    1 / (2 sqrt(trials)) whatever p), as is for the rest."""
+    if space == "log":
+        with np.errstate(divide="ignore"):  # tonight at 0 (or below) among positive nights: -inf
+            return np.log(np.maximum(values, 0.0))
+    if space == "binomial":
+        assert trials is not None
+        share = np.clip(values, 0.0, 1.0)
+        return np.arcsin(np.sqrt((share * trials + 0.375) / (trials + 0.75)))
+    return values
+
+
+def _space(history: FloatArray) -> Space:
+    """Log space for a positive metric whose window is more symmetric there (norms, KLs: right-skewed),
+    else the metric's own units (a bounded reward near 0.5 is symmetric as it is, and skewed in logs)."""
+    if not (history > 0).all():
+        return "linear"
+    return "log" if abs(_skew(np.log(history))) < abs(_skew(history)) else "linear"
+
+
+def _skew(history: FloatArray) -> float:
+    """The pooled skewness of the steps' standardised values (each clipped to +-OUTLIER_MADS, so that one
+    spike does not decide it)."""
+    loc, scale = _location_scale(history, 0.0)
+    z = np.clip((history - loc[:, None]) / scale[:, None], -OUTLIER_MADS, OUTLIER_MADS)
+    return float(np.mean(z**3))
+
+
+def _binomial_scale(trials: int) -> float:
+    return 0.5 / math.sqrt(trials + 0.5)
+
+
+def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, FloatArray]:
+    """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
+    OUTLIER_MADS robust scales clipped; never below `floor` (the binomial spread), never zero."""
+    loc = np.median(history, axis=-1)
+    mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
+    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
+    clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
+    scale = np.maximum(clipped.std(axis=-1, ddof=1), floor)
+    # A constant step: any change is a change, but of a size relative to its value, not a division by 0.
+    return loc, np.maximum(scale, np.maximum(np.abs(loc) * 1e-9, 1e-300))
+
+
+def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Start indices of the blocks of BLOCK_SHARE of m steps at half-block strides (the last block ends at
+    the last step), and their width; no blocks for a single step."""
+    if m < 2:
+        return np.array([], np.int64), 1
+    width = max(1, round(m * BLOCK_SHARE))
+    stride = max(1, width // 2)
+    starts = list(range(0, m - width + 1, stride))
+    if starts[-1] != m - width:
+        starts.append(m - width)
+    return np.array(starts, np.int64), width
+
+
+@cache
+def _t_quantile(upper: float, df: int) -> float:
+    """The Student t value a draw with `df` degrees of freedom exceeds with probability `upper`.
+
+    Exact for the integer degrees of freedom this rule uses: the closed-form CDF inverted by bisection.
+    It keeps scipy (over 100 MB) out of the core install, where every budget gate needs this one number;
+    tests/test_budget.py checks it against `scipy.special.stdtrit`.
+    """
+    if upper >= 0.5:
+        return -_t_quantile(1.0 - upper, df) if upper > 0.5 else 0.0
+    lo, hi = 0.0, 1.0
+    while _t_upper_tail(hi, df) > upper:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):  # the interval halves each time: far below a float's resolution at the end
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if _t_upper_tail(mid, df) > upper:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _t_upper_tail(t: float, df: int) -> float:
+    """P(T > t) for t >= 0 and a Student T with integer `df` (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 0:
+        term = total = 1.0
+        for k in range(2, df, 2):  # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(df-2)
+            term *= cos2 * (k - 1) / k
+            total += term
+        within = sin * total
+    else:
+        term = total = 0.0
+        if df > 1:
+            term = total = math.cos(theta)
+            for k in range(3, df - 1, 2):  # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 + ... up to cos^(df-2)
+                term *= cos2 * (k - 1) / k
+                total += term
+        within = 2.0 / math.pi * (theta + sin * total)
+    return (1.0 - within) / 2.0  # `within` is P(|T| <= t)
+
+
+def _pct(values: FloatArray, loc: FloatArray) -> float | None:
+    nonzero = loc != 0
+    if not nonzero.any():
+        return None
+    return float(np.mean((values[nonzero] - loc[nonzero]) / np.abs(loc[nonzero]))) * 100.0

@@ -1,0 +1,294 @@
+"""The false-alarm budget rule (`constraint: {budget: ...}`): the rule itself, its place in the gate
+language and the key, and end to end through evaluate and backtest."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_cli
+
+from gatecfg.budget import MIN_NIGHTS, _t_quantile, decide
+from gatecfg.escape import markdown_text
+from gatecfg.keys import constraint_key
+from gatecfg.models import Constraint
+
+TEST = "tests/e2e/test_budget_ci.py"
+STEPS = 20
+NIGHTS = 24
+BASE = """\
+version: 1
+defaults:
+  train/grad_norm:
+    steps: all
+    constraint: {budget: up}
+policy:
+  window: 20
+  false_alarm: 0.01
+"""
+
+
+def clean_nights(nights: int, steps: int, seed: int) -> np.ndarray:
+    """Grad-norm-like nights: a curve, a shift shared by each night and per-step noise (lognormal)."""
+    rng = np.random.default_rng(seed)
+    curve = 0.5 + 0.5 * np.exp(-5.0 * np.linspace(0.0, 1.0, steps))
+    shared = 0.05 * rng.standard_normal((nights, 1))
+    return curve * np.exp(shared + 0.15 * rng.standard_normal((nights, steps)))
+
+
+# ---------------------------------------------------------------------------------------------- rule
+
+
+@pytest.mark.parametrize("steps", [1, 20, 100], ids=["one-step", "20-steps", "100-steps"])
+def test_clean_nights_fail_about_as_often_as_the_budget_allows(steps: int) -> None:
+    nights = clean_nights(400 + 20, steps, seed=steps)
+    fired = sum(
+        decide(nights[i], nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(20, len(nights))
+    )
+    # 400 nights at 1%: 4 expected; 12 or more would happen by chance less than once in 2,000 runs.
+    assert fired < 12
+
+
+@pytest.mark.parametrize("steps", [20, 100], ids=["20-steps", "100-steps"])
+def test_a_three_sigma_shift_of_every_step_fails_the_night(steps: int) -> None:
+    nights = clean_nights(21 + 50, steps, seed=7)
+    sigma = clean_nights(4000, steps, seed=8).std(axis=0)
+    caught = sum(
+        decide(nights[i] + 3 * sigma, nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(21, len(nights))
+    )
+    assert caught == 50
+
+
+def test_a_regression_confined_to_a_block_fails_that_block_and_names_it() -> None:
+    nights = clean_nights(21, 100, seed=3)
+    sigma = clean_nights(4000, 100, seed=4).std(axis=0)
+    tonight = nights[20].copy()
+    tonight[40:50] += 4 * sigma[40:50]
+
+    decision = decide(tonight, nights[:20][::-1].T.copy(), direction="up", alpha=0.01)
+
+    assert decision.fired
+    assert (decision.first, decision.last) == (40, 49)
+    assert np.flatnonzero(decision.failing).tolist() == list(range(40, 50))
+    assert decision.distance > decision.threshold
+
+
+def test_one_step_spiking_tenfold_does_not_fail_a_many_step_gate() -> None:
+    nights = clean_nights(21, 100, seed=5)
+    tonight = nights[20].copy()
+    tonight[63] *= 10
+
+    assert not decide(tonight, nights[:20][::-1].T.copy(), direction="up", alpha=0.01).fired
+
+
+def test_the_harmless_direction_never_fails() -> None:
+    nights = clean_nights(21, 20, seed=6)
+
+    assert not decide(nights[20] * 0.2, nights[:20][::-1].T.copy(), direction="up", alpha=0.01).fired
+    assert decide(nights[20] * 0.2, nights[:20][::-1].T.copy(), direction="both", alpha=0.01).fired
+
+
+# ----------------------------------------------------------------------------------- gate language
+
+
+def test_budget_is_identity_and_false_alarm_is_not() -> None:
+    assert constraint_key(Constraint(budget="down")) == '{"budget":"down"}'
+
+
+def test_budget_beside_band_keys_is_an_error_that_says_to_write_it_alone(tmp_path: Path) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text(BASE, encoding="utf-8")
+    (gates / "t.yaml").write_text(
+        f"test: {TEST}\ngates:\n  train/grad_norm:\n    constraint: {{budget: up, rel_up: 0.5}}\n",
+        encoding="utf-8",
+    )
+
+    result = run_cli("lint", gates)
+
+    assert result.code == 2
+    assert "gates.train/grad_norm.constraint: `budget` replaces the band: write it alone" in result.out
+
+
+def test_tolerate_on_a_budget_gate_is_an_error_naming_both_sources(tmp_path: Path) -> None:
+    gates = write_gates(tmp_path)
+    (gates / "t.yaml").write_text(
+        f"test: {TEST}\ngates:\n  train/grad_norm:\n    tolerate: 2\n", encoding="utf-8"
+    )
+
+    result = run_cli("lint", gates)
+
+    assert result.code == 2
+    assert "t.yaml:4:15: error: gates.train/grad_norm.tolerate: `tolerate: 2`" in result.out
+    assert "has no meaning for a budget rule (`constraint` from " in result.out
+    assert "base.yaml:5), which judges the steps together" in result.out
+    assert (
+        "hint: a budget gate's failures per night are set by `false_alarm`; remove `tolerate`" in result.out
+    )
+
+
+def test_changing_false_alarm_keeps_the_coordinate(tmp_path: Path) -> None:
+    gates = write_gates(tmp_path)
+    before = json.loads(run_cli("resolve", "--gates", gates, "--format", "json").out)
+    (gates / "t.yaml").write_text(
+        f"test: {TEST}\ngates:\n  train/grad_norm:\n    false_alarm: 0.001\n", encoding="utf-8"
+    )
+    after = json.loads(run_cli("resolve", "--gates", gates, "--format", "json").out)
+
+    [old], [new] = before, after
+    assert new["false_alarm"] == 0.001
+    assert new["sources"]["false_alarm"].endswith("t.yaml:4")
+    assert old["coordinate"] == new["coordinate"]
+
+
+# -------------------------------------------------------------------------------------- end to end
+
+
+def write_gates(root: Path, enforce: bool = True) -> Path:
+    gates = root / "gates"
+    gates.mkdir(exist_ok=True)
+    (gates / "base.yaml").write_text(BASE, encoding="utf-8")
+    body = "    enforce: true\n" if enforce else "    enforce: false\n"
+    (gates / "t.yaml").write_text(f"test: {TEST}\ngates:\n  train/grad_norm:\n{body}", encoding="utf-8")
+    return gates
+
+
+def record(path: Path, values: np.ndarray) -> Path:
+    rows = [[step, float(v)] for step, v in enumerate(values)]
+    path.write_text(json.dumps({"train/grad_norm": rows}) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> tuple[Path, str, np.ndarray]:
+    """NIGHTS clean nightlies written through `evaluate --write` by a shadow gate (a clean night may be
+    one of the 1% it fails), and the same gate enforced (`enforce` is not part of the key)."""
+    gates = write_gates(tmp_path, enforce=False)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    nights = clean_nights(NIGHTS, STEPS, seed=11)
+    for night, values in enumerate(nights):
+        result = run_cli(
+            "evaluate", "--gates", gates, "--test", TEST, "--record", record(tmp_path / "r.jsonl", values),
+            "--db", db, "--write", "--run-id", f"night-{night:02d}", "--commit", f"c{night:02d}",
+        )  # fmt: skip
+        assert result.code == 0, result.out + result.err
+    return write_gates(tmp_path, enforce=True), db, nights
+
+
+def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
+    seeded: tuple[Path, str, np.ndarray], tmp_path: Path
+) -> None:
+    gates, db, nights = seeded
+    sigma = nights.std(axis=0, ddof=1)
+    shifted = record(tmp_path / "pr.jsonl", nights[-1] + 3 * sigma)
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--record", shifted, "--db", db)
+
+    as_json = run_cli(*args, "--format", "json")
+    text = run_cli(*args, "--format", "text")
+    markdown = run_cli(*args, "--format", "markdown")
+    github = run_cli(*args, "--format", "github")
+
+    assert as_json.code == text.code == 1
+    [gate] = json.loads(as_json.out)["gates"]
+    why = gate["why"]
+    assert gate["status"] == "fail"
+    assert why.startswith(f"{STEPS} of {STEPS} steps moved up (all); all {STEPS} steps sit on average ")
+    assert "of their night-to-night scales above baseline (+" in why
+    assert re.search(
+        r"where a clean night goes past \d+\.\d\d with probability 0\.01 \(budget rule, 20 past nights\)$",
+        why,
+    )
+    assert f"ENFORCED FAIL train/grad_norm: {why}" in text.out
+    assert f"`train/grad_norm`: {markdown_text(why)}" in markdown.out
+    assert "::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
+    assert why.replace("%", "%25") in github.out  # workflow commands escape %
+
+
+def test_a_clean_night_passes_evaluate(seeded: tuple[Path, str, np.ndarray], tmp_path: Path) -> None:
+    gates, db, _ = seeded
+    tonight = record(tmp_path / "pr.jsonl", clean_nights(1, STEPS, seed=99)[0])
+
+    result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", tonight, "--db", db,
+                     "--format", "json")  # fmt: skip
+
+    assert result.code == 0, result.out
+    [gate] = json.loads(result.out)["gates"]
+    assert (gate["status"], gate["why"]) == ("pass", None)
+
+
+def test_fewer_nights_than_the_rule_needs_are_cold(tmp_path: Path) -> None:
+    gates = write_gates(tmp_path)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    nights = clean_nights(MIN_NIGHTS, STEPS, seed=1)
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
+    for night, values in enumerate(nights[:-1]):
+        run_cli(*args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}")
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", nights[-1] * 10), "--format", "json")
+
+    verdict = json.loads(result.out)["verdicts"][0]
+    assert verdict["status"] == "cold"
+    assert f"{MIN_NIGHTS - 1} of {MIN_NIGHTS} (budget)" in verdict["reason"]
+
+
+def test_backtest_of_clean_history_stays_under_budget_and_sees_an_injected_shift(
+    seeded: tuple[Path, str, np.ndarray],
+) -> None:
+    gates, db, _ = seeded
+
+    result = run_cli("backtest", "--gates", gates, "--db", db, "--inject", "3sigma", "--format", "json")
+
+    assert result.code == 0, result.err
+    [row] = [r for r in json.loads(result.out)["gates"] if r["step"] is None]
+    assert row["judged"] == NIGHTS - MIN_NIGHTS
+    # 1% of 19 clean nights: one failure happens (17%), two would be a 1-in-60 draw.
+    assert row["failures"] <= 1
+    assert row["estimate"]["method"] == "budget"
+    assert row["estimate"]["probability"] == 0.01
+    injected = row["injected"]
+    assert (injected["shift"], injected["judged"]) == ("3sigma", NIGHTS - MIN_NIGHTS)
+    assert injected["detection_rate"] >= 0.9
+
+
+def test_backtest_text_shows_detection_beside_false_alarms(seeded: tuple[Path, str, np.ndarray]) -> None:
+    gates, db, _ = seeded
+
+    result = run_cli("backtest", "--gates", gates, "--db", db, "--inject=-10%")
+
+    assert result.code == 0, result.err
+    assert "each night judged again with -10% injected" in result.out
+    assert "detects -10%" in result.out
+
+
+@pytest.mark.parametrize("shift", ["2", "sigma", "2 sigmas", "ten%"], ids=str)
+def test_a_shift_that_does_not_parse_is_a_usage_error(shift: str, tmp_path: Path) -> None:
+    result = run_cli("backtest", "--db", f"sqlite:///{tmp_path / 'h.db'}", f"--inject={shift}")
+
+    assert result.code == 2
+    assert (
+        f"argument --inject: `{shift}` is not a shift: write e.g. `2sigma`, `-3sigma` or `10%`" in result.err
+    )
+
+
+def test_lint_max_false_alarm_reads_a_budget_gate_as_its_budget(seeded: tuple[Path, str, np.ndarray]) -> None:
+    gates, db, _ = seeded
+
+    quiet = run_cli("lint", gates, "--db", db, "--max-false-alarm", "0.02")
+    loud = run_cli("lint", gates, "--db", db, "--max-false-alarm", "0.005")
+
+    assert (quiet.code, loud.code) == (0, 0)
+    assert "warning" not in quiet.out
+    assert "estimated false-alarm rate 1.0% (budget, 20 steps, 20 nightly values)" in loud.out
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 19, 20, 76, 399, 4000])
+@pytest.mark.parametrize("upper", [0.5, 0.3, 0.05, 0.01, 1e-3, 1e-5, 2.5e-7, 0.9])
+def test_the_t_quantile_agrees_with_scipy(df: int, upper: float) -> None:
+    special = pytest.importorskip("scipy.special", reason="scipy (gatecfg[analytics]) is the reference")
+    expected = float(special.stdtrit(df, 1.0 - upper))
+    assert _t_quantile(upper, df) == pytest.approx(expected, rel=1e-9, abs=1e-12)
