@@ -13,6 +13,7 @@ from helpers import REPO, run_cli
 
 from gatecfg.cli import SCHEMA_NAMES
 from gatecfg.commands.schema import SCHEMAS
+from gatecfg.yamlio import load_yaml
 
 DEMO_TEST = "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_ci.py"
 
@@ -33,6 +34,16 @@ def test_the_demo_data_is_package_data() -> None:
     assert (demo / "gates" / "base.yaml").is_file()
     assert len([f for f in (demo / "records" / "nightly").iterdir() if f.name.endswith(".jsonl")]) == 20
     assert (demo / "records" / "pr" / "kimi_k3_4layer_regressed.jsonl").is_file()
+
+
+@pytest.mark.parametrize("name", ["base.yaml", "megatron/test_kimi_k3_4layer_ci.yaml"])
+def test_the_demo_gates_are_the_projects_gates(name: str) -> None:
+    """The demo shows this project's defaults: a change to gates/ is copied to the package data too."""
+    demo = resources.files("gatecfg") / "data" / "demo" / "gates" / name
+    assert (
+        load_yaml(demo.read_text(encoding="utf-8"), name).data
+        == load_yaml((REPO / "gates" / name).read_text(encoding="utf-8"), name).data
+    )
 
 
 def test_the_demo_gates_lint_clean() -> None:
