@@ -1,41 +1,43 @@
-"""Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issue 7; the results are in docs/performance.md).
+"""Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issues 7 and 15; results in docs/performance.md).
 
     python benchmarks/bench.py           # 200 runs x 40 gates x 1,000 steps: 8M stored values, both stores
     python benchmarks/bench.py --quick   # 1/50 of that: a smoke run in a minute
     python benchmarks/bench.py --stores sqlite --runs 200 --gates 40 --steps 1000 --files 1000 \\
         --regime-runs 10000 --pg postgresql+psycopg://postgres@127.0.0.1:5432/test
+    # the fleet store at 10x: seeded once by import into a kept database, then measured again and again
+    python benchmarks/bench.py --stores postgresql --runs 2000 --pg-database wt15_bench80m --no-per-coordinate
 
-For each store it writes a synthetic history of `--runs` nightlies of one test (every 10th untrusted)
-through `Store.write_run`, then measures, best of `--repeat`, wall and CPU seconds of this process:
+Every figure is printed beside its reference, ratio first. For each store:
 
-* evaluate: what `gatecfg evaluate` does, in this process: gate files, record, step selection, baselines,
-  verdicts, the re-key check and the text report, for one run of `--gates` x `--steps` values. Beside it,
-  on the same database in the same run, two references:
-    - bare fetch: one SQL statement through the raw DBAPI cursor that returns exactly the
-      (coordinate, step, value) rows the baselines need, through the project's indexes, ungrouped;
-    - per-coordinate: one baseline query per (coordinate, step), the shape of the gate gatecfg replaces;
-  and how much of it is Store.baselines, the rest being the per-coordinate work in Python;
-* the JSON report of those verdicts, and `gatecfg evaluate` as a process: wall time with interpreter start
-  and its peak RSS;
-* write: `Store.write_run` of one such run;
-* lint and resolve of `--files` gate files in this process, and lint as a process with its peak RSS;
-* regimes: `gatecfg regimes` over a series of `--regime-runs` stored nightlies, in this process.
+* import: the history (`--runs` nightlies of one test, every 10th untrusted) is seeded by `gatecfg import`
+  of a JSON Lines export, measured as a process (wall, CPU, peak RSS), beside the same import of a tenth
+  of the runs (how peak RSS grows with the export);
+* evaluate, in this process: gate files, record, step selection, baselines, verdicts, the re-key check and
+  the text report, for one run of `--gates` x `--steps` values, beside the bare fetch (one SQL statement
+  through the raw DBAPI cursor returning exactly the baseline rows) and, unless --no-per-coordinate, one
+  baseline query per (coordinate, step); and evaluate at a hundredth of the values (its fixed costs);
+* `gatecfg evaluate` as a process beside a plain Python process making the bare fetch;
+* write: `Store.write_run` of one run; regimes over `--regime-runs` nightlies, in this process and as a
+  `gatecfg regimes` process; `gatecfg backtest --metric` as a process beside the bare read of the test's
+  values; lint and resolve of `--files` gate files, `gatecfg lint` and `gatecfg --help` as processes.
 
 On SQLite everything runs in this process, so CPU seconds are the fair comparison on a busy machine;
 PostgreSQL works in its own processes, so its figures are wall seconds. PostgreSQL runs in a fresh
-database that this script creates on the server `--pg` names (default $GATECFG_TEST_PG_URL) and drops.
-Not part of the test suite.
+database that this script creates on the server `--pg` names (default $GATECFG_TEST_PG_URL) and drops, or
+in the kept `--pg-database`. Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
 import platform
 import random
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -49,6 +51,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 # This checkout's gatecfg, whatever else is installed: a script's own folder (benchmarks/) heads sys.path,
@@ -121,6 +124,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1/50 of the default scale: a smoke run")
     parser.add_argument("--workdir", type=Path, help="keep the generated files and SQLite store here")
     parser.add_argument(
+        "--pg-database",
+        help="measure (and seed, when empty) this database on the --pg server and keep it, e.g. the "
+        "80M-value store of --runs 2000 (default: a fresh database, dropped at the end)",
+    )
+    parser.add_argument(
+        "--no-per-coordinate",
+        action="store_true",
+        help="skip the reference of one query per (coordinate, step) (tens of seconds at 8M values)",
+    )
+    parser.add_argument(
         "--reuse",
         action="store_true",
         help="with --workdir: measure the SQLite store seeded there by an earlier run",
@@ -159,9 +172,14 @@ def main() -> None:
         for name in stores:
             print(f"\n== {name}")
             figures = Figures(name)
-            store_url = _sqlite_url(work, reuse=args.reuse) if name == "sqlite" else _pg_database(args.pg)
+            if name == "sqlite":
+                store_url = _sqlite_url(work, reuse=args.reuse)
+            elif args.pg_database:
+                store_url = contextlib.nullcontext(_pg_url(args.pg, args.pg_database))
+            else:
+                store_url = _pg_database(args.pg)
             with store_url as url:
-                _bench_store(url, gates, record, scale, figures)
+                _bench_store(url, gates, record, scale, figures, per_coordinate=not args.no_per_coordinate)
             results.append(figures)
         print(f"\n== summary (load average {os.getloadavg()[0]:.1f})")
         print(_markdown(results))
@@ -239,15 +257,34 @@ def _nightly(
     }
 
 
-def _seed(store: Store, specs: Sequence[CoordinateSpec], scale: Scale) -> None:
-    rng = random.Random(0)
-    began = time.perf_counter()
-    for n in range(scale.runs):
-        store.write_run(
-            _run_info(f"seed-{n}", TEST, n, trusted=n % 10 != 9), _nightly(specs, scale.steps, rng)
-        )
-        if (n + 1) % 50 == 0:
-            print(f"  seeded {n + 1}/{scale.runs} runs ({time.perf_counter() - began:.0f} s)", flush=True)
+def _write_export(path: Path, scale: Scale, runs: int) -> Path:
+    """A JSON Lines export of `runs` nightlies of the evaluated test (every 10th untrusted), the history
+    `gatecfg import` loads; written once per work folder and scale."""
+    if path.exists():
+        return path
+    rng = np.random.default_rng(0)
+    steps = np.arange(scale.steps)
+    partial = path.with_suffix(".partial")
+    with partial.open("w", encoding="utf-8") as out:
+        for n in range(runs):
+            info = _run_info(f"seed-{n}", TEST, n, trusted=n % 10 != 9)
+            metrics = {
+                _metric(g): np.column_stack([steps, rng.normal(1.0, 0.05, scale.steps)]).tolist()
+                for g in range(scale.gates)
+            }
+            for pairs in metrics.values():
+                for pair in pairs:
+                    pair[0] = int(pair[0])
+            line = {
+                "run_id": info.run_id,
+                "date": info.created_at.isoformat(),
+                "commit": info.commit,
+                "trusted": info.gate_trusted,
+                "metrics": metrics,
+            }
+            out.write(json.dumps(line) + "\n")
+    partial.rename(path)
+    return path
 
 
 def _seed_regimes(store: Store, spec: CoordinateSpec, runs: int) -> None:
@@ -279,7 +316,7 @@ def _best(repeat: int, work: Callable[[], object]) -> Timing:
 # memory. Neither the rusage wait4 returns nor the process's own ru_maxrss will do: Linux carries the RSS
 # the child had before exec, a copy of this benchmark's, into both.
 MEASURED_CLI = """
-import resource, sys
+import resource, sys, time
 from gatecfg.cli import main
 code = main(sys.argv[1:])
 try:
@@ -287,13 +324,23 @@ try:
         peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 except OSError:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-sys.stderr.write(f"\\npeak-rss-kb {peak}\\n")
+sys.stderr.write(f"\\ncpu-s {time.process_time()}\\npeak-rss-kb {peak}\\n")
 sys.exit(code)
 """
 
 
-def _process(argv: Sequence[str], cwd: Path) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB and exit code of one `gatecfg` process of this checkout."""
+@dataclass(frozen=True)
+class Proc:
+    wall: float  # seconds, interpreter start included
+    cpu: float  # CPU seconds of the process itself
+    rss: float  # peak RSS, MB
+
+    def __str__(self) -> str:
+        return f"{self.wall:.3f} s wall, {self.cpu:.2f} s CPU, {self.rss:.0f} MB"
+
+
+def _process(argv: Sequence[str], cwd: Path) -> Proc:
+    """Wall and CPU seconds and peak RSS of one `gatecfg` process of this checkout (exit 0 or 1)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     began = time.perf_counter()
     done = subprocess.run(
@@ -309,7 +356,22 @@ def _process(argv: Sequence[str], cwd: Path) -> tuple[float, float, int]:
     if done.returncode not in (0, 1):
         raise RuntimeError(f"gatecfg {' '.join(argv)} exited {done.returncode}:\n{done.stderr}")
     peak_kb = int(done.stderr.rsplit("peak-rss-kb ", 1)[1])  # kilobytes on Linux
-    return wall, peak_kb / 1024, done.returncode
+    cpu = float(done.stderr.rsplit("cpu-s ", 1)[1].split()[0])
+    return Proc(wall, cpu, peak_kb / 1024)
+
+
+def _wall(argv: Sequence[str], cwd: Path, repeat: int) -> Timing:
+    """Best wall and CPU seconds of a plain process (python and its arguments), whatever its exit code."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    walls, cpus = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, check=False)
+        walls.append(time.perf_counter() - began)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return Timing(min(walls), min(cpus))
 
 
 def _quietly(work: Callable[[], object]) -> Callable[[], object]:
@@ -332,10 +394,10 @@ def _bench_files(work: Path, scale: Scale, figures: Figures) -> None:
     figures.add(f"lint of {scale.files:,} gate files", _best(scale.repeat, lint_all), "target < 3 s")
     resolve_all = _quietly(lambda: resolve(gates=root, test=None, labels={}, fmt="json"))
     figures.add(f"resolve --format json of {scale.files:,} files", _best(scale.repeat, resolve_all))
-    wall, rss, _ = _process(["lint", "--gates", str(root)], work)
     figures.add(
-        "`gatecfg lint` process", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB; interpreter start included"
+        "`gatecfg lint` process", _process(["lint", "--gates", str(root)], work), "interpreter start included"
     )
+    figures.add("`gatecfg --help` process", _wall(["-m", "gatecfg", "--help"], work, 3), "target <= 0.3 s")
 
 
 def _write_tree(root: Path, files: int) -> None:
@@ -389,6 +451,10 @@ def _sqlite_url(work: Path, *, reuse: bool) -> Iterator[str]:
     yield f"sqlite:///{path}"
 
 
+def _pg_url(server_url: str, database: str) -> str:
+    return sa.make_url(server_url).set(database=database).render_as_string(hide_password=False)
+
+
 @contextlib.contextmanager
 def _pg_database(server_url: str) -> Iterator[str]:
     name = f"gatecfg_bench_{uuid.uuid4().hex[:12]}"
@@ -418,7 +484,9 @@ def _analyze(url: str) -> None:
         engine.dispose()
 
 
-def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Figures) -> None:
+def _bench_store(
+    url: str, gates: Path, record: Path, scale: Scale, figures: Figures, *, per_coordinate: bool
+) -> None:
     specs = _specs(gates, TEST)
     with Store.open(url, check_schema=False) as store:
         store.upgrade()
@@ -426,15 +494,17 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
             sum(row.run.run_id.startswith("seed-") for row in store.runs(test=TEST)),
             len(store.runs(test=REGIMES_TEST)),
         )
-        if seeded == (0, 0):
-            _seed(store, specs, scale)
+    if seeded[0] not in (0, scale.runs) or seeded[1] not in (0, scale.regime_runs):
+        raise RuntimeError(
+            f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
+        )
+    if seeded[0] == 0:
+        _bench_import(url, gates, scale, figures)
+    if seeded[1] == 0:
+        with Store.open(url) as store:
             _seed_regimes(store, _specs(gates, REGIMES_TEST)[0], scale.regime_runs)
-        elif seeded != (scale.runs, scale.regime_runs):
-            raise RuntimeError(
-                f"the store holds {seeded} runs, not {(scale.runs, scale.regime_runs)}: drop --reuse"
-            )
-        else:
-            print(f"  reusing {url}: {seeded[0]} runs and a {seeded[1]}-run regimes series", flush=True)
+    if seeded[0]:
+        print(f"  reusing {url}: {seeded[0]} runs and a {seeded[1]}-run regimes series", flush=True)
     _analyze(url)
     values = scale.gates * scale.steps
     stored = scale.runs * values
@@ -457,7 +527,7 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
     bare, bare_rows = _bare_fetch(url, hashes, scale)
     if not bare_rows == got == needed:
         raise RuntimeError(f"baseline rows differ: store {got}, bare fetch {bare_rows}, expected {needed}")
-    per_coordinate = _per_coordinate(url, specs, scale)
+    per_query = _per_coordinate(url, specs, scale) if per_coordinate else None
     sqlite = url.startswith("sqlite")
     ratio = (timing.cpu / bare.cpu) if sqlite else (timing.wall / bare.wall)
     figures.add(
@@ -466,11 +536,12 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
         f"{ratio:.2f}x bare fetch ({'CPU' if sqlite else 'wall'}); target <= 1.5x and < 2 s",
     )
     figures.add("  reference: bare fetch", bare, f"{bare_rows:,} rows through the DBAPI cursor")
-    figures.add(
-        "  reference: one query per (coordinate, step)",
-        f"{per_coordinate:.3f} s wall",
-        f"{values:,} queries; {per_coordinate / timing.wall:.1f}x evaluate",
-    )
+    if per_query is not None:
+        figures.add(
+            "  reference: one query per (coordinate, step)",
+            f"{per_query:.3f} s wall",
+            f"{values:,} queries; {per_query / timing.wall:.1f}x evaluate",
+        )
     figures.add("  of which Store.baselines", baselines, f"{got:,} values")
     rest = Timing(timing.wall - baselines.wall, timing.cpu - baselines.cpu)
     figures.add("  the rest: files, record, verdicts, report", rest, "evaluate minus Store.baselines")
@@ -479,14 +550,22 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
     )
     figures.add(f"JSON report of {values:,} verdicts", _best(scale.repeat, lambda: render(report, "json")))
     argv = ["evaluate", "--gates", str(gates), "--test", TEST, "--record", str(record), "--db", url]
-    wall, rss, _ = _process([*argv, "--run-id", "bench-cli"], gates.parent)
-    figures.add(
-        "`gatecfg evaluate` process", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB (target < 500 MB)"
+    process = min(
+        (_process([*argv, "--run-id", "bench-cli"], gates.parent) for _ in range(scale.repeat)),
+        key=lambda p: p.wall,
     )
-    wall, rss, _ = _process(
+    bare_process = _bare_process(url, hashes, scale, gates.parent)
+    figures.add(
+        "`gatecfg evaluate` process",
+        process,
+        f"{process.wall / bare_process.wall:.2f}x wall, {process.cpu / bare_process.cpu:.2f}x CPU of a plain "
+        "Python process doing the bare fetch; target <= 1.5x",
+    )
+    figures.add("  reference: plain Python process, bare fetch", bare_process, "sqlite3 / psycopg only")
+    write_process = _process(
         [*argv, "--run-id", "bench-cli-write", "--write", "--format", "json"], gates.parent
     )
-    figures.add("`gatecfg evaluate --write --format json`", f"{wall:.3f} s wall", f"peak RSS {rss:.0f} MB")
+    figures.add("`gatecfg evaluate --write --format json`", write_process)
 
     rng = random.Random(3)
     writes: list[Timing] = []
@@ -515,6 +594,153 @@ def _bench_store(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
     )
     regimes_run()
     figures.add(f"regimes over {scale.regime_runs:,} runs", _best(scale.repeat, regimes_run), "target < 1 s")
+    regimes_argv = [
+        "regimes",
+        "--gates",
+        str(gates),
+        "--db",
+        url,
+        "--test",
+        REGIMES_TEST,
+        "--metric",
+        REGIMES_METRIC,
+    ]
+    regimes_process = min(
+        (_process(regimes_argv, gates.parent) for _ in range(scale.repeat)), key=lambda p: p.wall
+    )
+    figures.add(
+        "`gatecfg regimes` process, one gate", regimes_process, f"{scale.regime_runs:,} runs; target <= 1 s"
+    )
+    _bench_backtest(url, gates, scale, figures)
+    _bench_small(url, gates, record, scale, figures)
+
+
+def _bench_import(url: str, gates: Path, scale: Scale, figures: Figures) -> None:
+    """Seed the store with `gatecfg import` of the history's export, as a measured process; before it, the
+    same import of a tenth of the runs into a scratch store, for how peak RSS grows with the export."""
+    work = gates.parent
+    tenth = dataclasses.replace(scale, runs=max(1, scale.runs // 10))
+    argv = ["import", "--test", TEST, "--gates", str(gates)]
+    with _scratch(url, work, "tenth") as scratch:
+        export = _write_export(
+            work / f"export-{tenth.runs}x{scale.gates}x{scale.steps}.jsonl", tenth, tenth.runs
+        )
+        small = _process([*argv, "--db", scratch, str(export)], work)
+    export = _write_export(work / f"export-{scale.runs}x{scale.gates}x{scale.steps}.jsonl", scale, scale.runs)
+    full = _process([*argv, "--db", url, str(export)], work)
+    values = scale.runs * scale.gates * scale.steps
+    figures.add(
+        f"`gatecfg import` of {values:,} values",
+        full,
+        f"{full.rss / small.rss:.2f}x the peak RSS of a tenth of it; targets <= 30 s, <= 500 MB, flat +-20%",
+    )
+    figures.add(f"  `gatecfg import` of {values // 10:,} values", small, "into a scratch store")
+
+
+def _bench_backtest(url: str, gates: Path, scale: Scale, figures: Figures) -> None:
+    """`gatecfg backtest --metric` of one gate (which replays every gate of the test: trust rests on all),
+    beside the bare read of every stored value it replays."""
+    argv = ["backtest", "--gates", str(gates), "--db", url, "--test", TEST, "--metric", _metric(1)]
+    process = min((_process(argv, gates.parent) for _ in range(scale.repeat)), key=lambda p: p.wall)
+    sql = _driver_sql(
+        url,
+        "SELECT mp.run_pk, mp.step, mp.value FROM metric_points mp "
+        "JOIN coordinates c ON c.pk = mp.coordinate_pk WHERE c.test = ?",
+    )
+    with _dbapi(url) as raw:
+
+        def read() -> int:
+            # Streamed (a server-side cursor on PostgreSQL): 80M rows of tuples would not fit in memory.
+            postgres = sa.make_url(url).get_backend_name() == "postgresql"
+            cursor = raw.driver_connection.cursor(name="bare_read") if postgres else raw.cursor()
+            cursor.execute(sql, [TEST])
+            rows = 0
+            while batch := cursor.fetchmany(100_000):
+                rows += len(batch)
+            cursor.close()
+            raw.rollback()
+            return rows
+
+        rows = read()
+        bare = _best(scale.repeat, read)
+    figures.add(
+        "`gatecfg backtest --metric` process",
+        process,
+        f"{process.wall / bare.wall:.1f}x the bare read; targets <= 5 s, <= 500 MB",
+    )
+    figures.add(
+        "  reference: bare read of the test's values", bare, f"{rows:,} rows through the DBAPI cursor"
+    )
+
+
+def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Figures) -> None:
+    """Evaluate's fixed costs: the same test at a hundredth of the values (`--steps` / 100 steps per gate),
+    in this process, beside the bare fetch of its baseline rows, in a scratch store seeded by import."""
+    small = dataclasses.replace(scale, steps=max(1, scale.steps // 100))
+    work = gates.parent / "small"
+    small_gates, small_record = _write_inputs(work, small)
+    with _scratch(url, work, "small") as scratch:
+        with Store.open(scratch, create=True):
+            pass  # creates a SQLite store; a PostgreSQL scratch database was created at head
+        export = _write_export(
+            work / f"export-{small.runs}x{small.gates}x{small.steps}.jsonl", small, small.runs
+        )
+        _process(["import", "--test", TEST, "--gates", str(small_gates), "--db", scratch, str(export)], work)
+        _analyze(scratch)
+        values = small.gates * small.steps
+        request = Request(
+            gates=small_gates, test=TEST, records=[small_record], db=scratch, run_id="bench-evaluate"
+        )
+        evaluate = _evaluation(request, values)
+        evaluate()
+        timing = _best(max(scale.repeat, 5), evaluate)
+        hashes = [spec.coordinate for spec in _specs(small_gates, TEST)]
+        bare, _ = _bare_fetch(scratch, hashes, dataclasses.replace(small, repeat=max(scale.repeat, 5)))
+    sqlite = url.startswith("sqlite")
+    ratio = (timing.cpu / bare.cpu) if sqlite else (timing.wall / bare.wall)
+    stored = small.runs * values
+    figures.add(
+        f"evaluate {small.gates} x {small.steps} against {stored:,} values",
+        timing,
+        f"{ratio:.2f}x bare fetch ({'CPU' if sqlite else 'wall'}); target <= 3x",
+    )
+    figures.add("  reference: bare fetch", bare)
+
+
+@contextlib.contextmanager
+def _scratch(url: str, work: Path, name: str) -> Iterator[str]:
+    """A second, empty store beside `url`: a SQLite file in `work`, or a database on the same server."""
+    if sa.make_url(url).get_backend_name() != "postgresql":
+        path = work / f"{name}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        yield f"sqlite:///{path}"
+        return
+    with _pg_database(url) as scratch, Store.open(scratch, check_schema=False) as store:
+        store.upgrade()
+        yield scratch
+
+
+# A plain Python process that makes the bare fetch: the driver, one statement, every row.
+BARE_PROCESS = """
+import json, sys
+url, sql, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if url.startswith("sqlite"):
+    import sqlite3
+    conn = sqlite3.connect(url.split(":///", 1)[1])
+else:
+    import psycopg
+    conn = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1))
+cursor = conn.cursor()
+cursor.execute(sql, params)
+print(len(cursor.fetchall()))
+"""
+
+
+def _bare_process(url: str, hashes: Sequence[str], scale: Scale, cwd: Path) -> Timing:
+    sql = _driver_sql(url, BARE_FETCH, hashes=", ".join("?" * len(hashes)))
+    params = [*hashes, "bench-evaluate", scale.window, -FINITE_MAX, FINITE_MAX]
+    return _wall(["-c", BARE_PROCESS, url, sql, json.dumps(params)], cwd, scale.repeat)
 
 
 def _evaluation(request: Request, values: int) -> Callable[[], object]:

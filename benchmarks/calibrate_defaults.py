@@ -36,10 +36,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatecfg.analysis.backtest import Replay, RunReplay, StoredRun, StoredValue, replay
+import numpy as np
+
+from gatecfg.analysis.backtest import Replay, RunReplay, StoredRun, replay
 from gatecfg.analysis.false_alarm import gate_estimate
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest, load_tree
 from gatecfg.select import LAST_STEP
+from gatecfg.store import ValueColumns
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "gates" / "base.yaml"
@@ -153,9 +156,15 @@ def night(gate: ResolvedGate, values: dict[int, float], name: str, *, regressed:
     the nightly distribution, so probing detection leaves the clean history exactly as it was."""
     if gate.steps == "last":
         values = {LAST_STEP: values[max(values)]}
-    stored = {step: StoredValue(value, "pass") for step, value in values.items()}
+    stored = ValueColumns.of(values, "pass")
     override = False if regressed else None
     return StoredRun(name, None, "sim", {}, override, True, {(gate.metric, gate.steps_key): stored})
+
+
+def _index(column: ValueColumns, step: int) -> int | None:
+    """Where `step` is in a stored column, if it is."""
+    at = int(np.searchsorted(column.steps, step))
+    return at if at < len(column.steps) and column.steps[at] == step else None
 
 
 def single(gate: ResolvedGate, policy: Policy) -> ResolvedTest:
@@ -206,7 +215,11 @@ def _mean_estimate(replayed: Replay, gate: ResolvedGate, policy: Policy) -> floa
         bands = {step: result.band_at(k) for k, step in enumerate(result.selection.steps)}
         before = clean[i - policy.window : i]
         values = {
-            step: [stored[step].value for r in before if step in (stored := r.run.values[key])]
+            step: [
+                float(stored.values[i])
+                for r in before
+                if (i := _index(stored := r.run.values[key], step)) is not None
+            ]
             for key in [(gate.metric, gate.steps_key)]
             for step in bands
         }

@@ -12,6 +12,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from gatecfg.budget import MIN_NIGHTS
 from gatecfg.models import Constraint, Limits, Reference
 
@@ -161,3 +164,126 @@ def limits_breach(value: float, limits: Limits | None) -> str | None:
     if limits.max is not None and value > limits.max:
         return f"cur={fmt(value)} above limits.max={fmt(limits.max)}"
     return None
+
+
+# ------------------------------------------------------------------------------------ bands in bulk
+
+# Powers of ten that a double holds exactly (10**22 is the largest): a 12-digit integer divided or
+# multiplied by one of them is rounded once, exactly as float() rounds the decimal text `tidy` builds.
+_EXACT_POWERS = 22
+_EPSILON = 2.0**-52
+
+
+def bulk_bands(
+    constraint: Constraint | None, windows: npt.NDArray[np.float64], how: Reference = "mean"
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """`band()` for every row of `windows` (one step's values per row, all rows as long, at least one
+    value each): ref, lo and hi as arrays, NaN for an open side; None where the arithmetic is not done in
+    bulk (a median, a sigma term), so that the caller calls `band` per step.
+
+    Bit for bit what `band` returns: a row whose mean or edge lies so near a 12-digit rounding boundary
+    that the bulk sum's rounding could move it across is computed by `band` itself.
+    """
+    if how != "mean" or (
+        constraint is not None and (constraint.sigma_up is not None or constraint.sigma_down is not None)
+    ):
+        return None
+    n = windows.shape[1]
+    with np.errstate(all="ignore"):
+        mean = windows.sum(axis=1) / n
+        # What the pairwise sum may be off by, against math.fsum's exactly rounded one.
+        error = np.abs(windows).sum(axis=1) / n * (n + 2) * _EPSILON
+        ref, close = _bulk_tidy(mean, error)
+        lo = np.full(len(ref), np.nan)
+        hi = np.full(len(ref), np.nan)
+        if constraint is not None:
+            for edges, rel, floor, sign in (
+                (hi, constraint.rel_up, constraint.abs_floor_up, 1.0),
+                (lo, constraint.rel_down, constraint.abs_floor_down, -1.0),
+            ):
+                if rel is None and floor is None:
+                    continue
+                width = np.abs(ref) * rel if rel is not None else np.zeros_like(ref)
+                if floor is not None:
+                    width = np.maximum(width, floor)
+                edge, inexact = _bulk_tidy(ref + sign * width, np.zeros_like(ref))
+                edges[:] = np.where(np.isfinite(edge), edge, np.nan)
+                close |= inexact
+    for row in np.flatnonzero(close).tolist():
+        exact = band(constraint, windows[row].tolist(), how)
+        ref[row] = np.nan if exact.ref is None else exact.ref
+        lo[row] = np.nan if exact.lo is None else exact.lo
+        hi[row] = np.nan if exact.hi is None else exact.hi
+    return ref, lo, hi
+
+
+def ragged_bands(
+    constraint: Constraint | None,
+    windows: npt.NDArray[np.float64],
+    sizes: npt.NDArray[np.int64],
+    how: Reference = "mean",
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """`band()` of each row's first `sizes[i]` values (none: no reference, no edges): ref, lo and hi as
+    arrays, NaN for none, computed in bulk per row length and by `band` where bulk_bands does not."""
+    ref, lo, hi = (np.full(len(sizes), np.nan) for _ in range(3))
+    for size in np.unique(sizes).tolist():
+        if size == 0:
+            continue
+        rows = np.flatnonzero(sizes == size)
+        found = bulk_bands(constraint, windows[rows, :size], how)
+        if found is not None:
+            ref[rows], lo[rows], hi[rows] = found
+            continue
+        for row in rows.tolist():
+            exact = band(constraint, windows[row, :size].tolist(), how)
+            ref[row], lo[row], hi[row] = (np.nan if x is None else x for x in (exact.ref, exact.lo, exact.hi))
+    return ref, lo, hi
+
+
+def _bulk_tidy(
+    x: npt.NDArray[np.float64], error: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """`tidy` of each element of x, which may be off by up to `error`; and where that is not certain, for
+    the caller to redo: near a rounding boundary by more than `error`, beyond 1e12 or below 1e-11 in
+    magnitude, or not finite.
+
+    x * 10**k is computed with its exact rounding error (Dekker's product), so that a value that lies
+    exactly on, or a hair beside, a decimal midpoint rounds as `tidy` rounds it: an edge 0.5 * ref of a
+    12-digit ref has 13 digits ending in 5, and half of a backtest's edges are such.
+    """
+    magnitude = np.abs(x)
+    exponent = np.floor(np.log10(np.where(magnitude > 0, magnitude, 1.0)))
+    shift = np.clip((SIGNIFICANT - 1) - exponent, 0, _EXACT_POWERS)  # x * 10**shift has 12 digits
+    power = 10.0**shift
+    scaled = x * power
+    digits = np.rint(scaled)
+    # scaled + residue is x * power exactly.
+    x_hi, x_lo = _split(x)
+    p_hi, p_lo = _split(power)
+    residue = ((x_hi * p_hi - scaled) + x_hi * p_lo + x_lo * p_hi) + x_lo * p_lo
+    offset = scaled - digits  # exact: both lie within one unit of each other
+    # On a midpoint as computed, the residue's sign says which side x * 10**shift lies on (none: a tie,
+    # which rint breaks to even, as `tidy` does).
+    tie = np.abs(offset) == 0.5
+    digits = np.where(tie & (offset * residue > 0), digits + np.sign(offset), digits)
+    result = digits / power
+    close = ~np.isfinite(x) | (
+        (magnitude > 0)
+        & (
+            ~np.isfinite(scaled)
+            | ((SIGNIFICANT - 1) - exponent > _EXACT_POWERS)
+            | ((SIGNIFICANT - 1) - exponent < 0)
+            # The error of x moves it across a midpoint of the decimal grid.
+            | ((error > 0) & (np.abs(np.abs(offset) - 0.5) <= error * power + np.abs(scaled) * 2 * _EPSILON))
+            | (np.abs(digits) < 10.0 ** (SIGNIFICANT - 1))
+            | (np.abs(digits) >= 10.0**SIGNIFICANT)
+        )
+    )
+    return result, close
+
+
+def _split(a: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Veltkamp's split of each double into two halves of 26 bits whose sum it is."""
+    c = 134217729.0 * a  # 2**27 + 1
+    high = c - (c - a)
+    return high, a - high

@@ -41,12 +41,15 @@ class Selection(Sequence[Selected]):
         values: Sequence[float | None],
         errors: Sequence[str | None],
         locations: Sequence[Location | None],
+        *,
+        numbers: npt.NDArray[np.float64] | None = None,
     ) -> None:
         self.steps = steps
         self.logged = logged
         self.values = values  # finite, or None where errors holds why
         self.errors = errors
         self.locations = locations
+        self._numbers = numbers  # the values as an array, when the caller has it
 
     @classmethod
     def of(cls, items: Iterable[Selected]) -> Selection:
@@ -61,13 +64,15 @@ class Selection(Sequence[Selected]):
 
     def numbers(self) -> npt.NDArray[np.float64]:
         """The values as an array, NaN where a coordinate is an error."""
-        return np.array(
-            [
-                np.nan if v is None or e is not None else v
-                for v, e in zip(self.values, self.errors, strict=True)
-            ],
-            np.float64,
-        )
+        if self._numbers is None:
+            self._numbers = np.array(
+                [
+                    np.nan if v is None or e is not None else v
+                    for v, e in zip(self.values, self.errors, strict=True)
+                ],
+                np.float64,
+            )
+        return self._numbers
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -123,11 +128,12 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selecti
         position = {step: i for i, step in enumerate(column.steps)}
         stored, indices = steps, [position.get(step, -1) for step in steps]
     values = [column.values[i] if i >= 0 else None for i in indices]
-    if None not in values and np.isfinite(np.array(values, np.float64)).all():
+    numbers = None if None in values else np.array(values, np.float64)
+    if numbers is not None and np.isfinite(numbers).all():
         # Every step logged with a finite number: nearly always, and taken as whole lists.
         logged = [column.steps[i] for i in indices]
         locations = [column.locations[i] for i in indices]
-        return Selection(stored, logged, values, [None] * len(values), locations)
+        return Selection(stored, logged, values, [None] * len(values), locations, numbers=numbers)
     judged = [
         _judge(metric, step, column.point(i), gated=gated, last=steps == "last")
         if i >= 0

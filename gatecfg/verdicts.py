@@ -8,16 +8,25 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
-from gatecfg.band import SIGMA_MIN_VALUES, Band, band, fmt, limits_breach, min_values, reference, tidy
+from gatecfg.band import (
+    SIGMA_MIN_VALUES,
+    Band,
+    band,
+    fmt,
+    limits_breach,
+    min_values,
+    ragged_bands,
+    tidy,
+)
 from gatecfg.budget import Decision, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
-from gatecfg.store.rows import StoredPoint
+from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
@@ -265,25 +274,47 @@ class GateVerdicts(Sequence[Verdict]):
             )
         return current
 
-    def ref_at(self, index: int) -> float | None:
-        """The band's reference at the index-th selected step (None without history), without its edges."""
-        found = self._verdicts[index]
-        if found is not None:
-            return found.band.ref
-        if self.ruled is not None and (ruled := self.ruled.band(index)) is not None:
-            return ruled.ref
-        history = self.history(index)
-        return reference(history, self.policy.reference) if history else None
-
     def stored_points(self) -> list[StoredPoint]:
+        """What the store keeps of the gate's steps (see `stored_columns`), a point per step."""
+        return self.stored_columns().points()
+
+    def stored_columns(self) -> PointColumns:
         """What the store keeps of the gate's steps: each value with its status and band (not its
-        reason); a step without a value (an error) stores nothing."""
-        points = []
-        for i, (step, value) in enumerate(zip(self.selection.steps, self.selection.values, strict=True)):
-            if value is not None:
-                at = self.band_at(i)
-                points.append(StoredPoint(step, value, self.statuses[i], at.ref, at.lo, at.hi))
-        return points
+        reason), as columns; a step without a value (an error) stores nothing."""
+        ref, lo, hi = self._bulk_bands()
+        kept = ~np.isnan(self.selection.numbers())
+        everything = bool(kept.all())
+        statuses = np.array(self.statuses, dtype=object)
+
+        def column(values: np.ndarray) -> list[Any]:
+            return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
+
+        return PointColumns(
+            steps=column(np.asarray(self.selection.steps, np.int64)),
+            values=column(self.selection.numbers()),
+            statuses=column(statuses),
+            refs=column(_nullable(ref)),
+            los=column(_nullable(lo)),
+            his=column(_nullable(hi)),
+        )
+
+    def _bulk_bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every step's band as ref, lo and hi arrays (NaN: none), computed in bulk (a budget rule's bands
+        come from the rule, step by step)."""
+        if self.ruled is not None:
+            bands = [self.band_at(i) for i in range(len(self))]
+            return tuple(  # type: ignore[return-value]
+                np.array([np.nan if x is None else x for x in column], np.float64)
+                for column in ([b.ref for b in bands], [b.lo for b in bands], [b.hi for b in bands])
+            )
+        if self.window is None:
+            return tuple(np.full(len(self), np.nan) for _ in range(3))  # type: ignore[return-value]
+        matrix = self.window.values[np.maximum(self._rows, 0)]
+        return ragged_bands(self.gate.constraint, matrix, self._sizes, self.policy.reference)
+
+    def refs(self) -> list[float | None]:
+        """Every step's reference (None without history), computed in bulk."""
+        return _nullable(self._bulk_bands()[0]).tolist()  # type: ignore[no-any-return]
 
     @property
     def has_history(self) -> bool:
@@ -349,6 +380,13 @@ class GateVerdicts(Sequence[Verdict]):
             fate = "tolerated" if self.failing <= self.allowed else "more than tolerated"
             text += f"; tolerate: {self.gate.tolerate} allows {self.allowed} ({fate})"
         return text
+
+
+def _nullable(values: np.ndarray) -> np.ndarray:
+    """Floats as Python objects, None where NaN (the store's and the report's "none")."""
+    found = values.astype(object)
+    found[np.isnan(values)] = None
+    return found
 
 
 def trusted(results: Sequence[GateVerdicts]) -> bool:
@@ -424,7 +462,7 @@ def _statuses(
             steps = np.flatnonzero(open_ & (sizes == size))
             matrix = window.values[rows[steps], :size]
             codes[steps] = _band_statuses(gate.constraint, values[steps], matrix, policy.reference)
-    statuses = [_STATUSES[code] for code in codes.tolist()]
+    statuses: list[Status] = _STATUS_OBJECTS[codes].tolist()  # a close call's entry is replaced below
     for i in np.flatnonzero(codes == _CLOSE).tolist():
         history = [] if window is None else window.values[rows[i], : sizes[i]].tolist()
         statuses[i] = judge(gate, "", selection[i], history, policy, enforce=False).status
@@ -512,8 +550,8 @@ class Ruled:
 
 
 # Status codes of the bulk arithmetic, and a close call that `judge` decides.
-_STATUSES: tuple[Status, ...] = ("pass", "fail", "tracked", "cold", "error")
-_CODE: Mapping[Status, int] = {status: code for code, status in enumerate(_STATUSES)}
+_CODE: Mapping[Status, int] = {status: code for code, status in enumerate(STATUSES)}
+_STATUS_OBJECTS = np.array(STATUSES, dtype=object)
 _CLOSE = -1
 
 

@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import run_cli
 from hypothesis import given, settings
@@ -287,11 +288,12 @@ def test_metric_filter_and_empty_history(tmp_path: Path, db: str) -> None:
 def test_a_replay_pool_holds_each_steps_newest_values_whatever_steps_the_runs_hold(
     runs: list[tuple[tuple[int, ...], list[float | None]]], width: int
 ) -> None:
-    # The pool keeps a matrix while runs agree and per-step lists after; a plain dict of lists is the model.
-    pool, model = _Pool(), dict[int, list[float]]()
+    # The pool keeps a matrix while runs agree and per-step lists after, at most twice the window's width of
+    # them; a plain dict of every value is the model.
+    pool, model = _Pool(width), dict[int, list[float]]()
     for steps, values in runs:
         chosen = values[: len(steps)]
-        pool.add(steps, chosen)
+        pool.add(steps, np.array([np.nan if v is None else v for v in chosen], np.float64))
         for step, value in zip(steps, chosen, strict=True):
             if value is not None:
                 model.setdefault(step, []).append(value)

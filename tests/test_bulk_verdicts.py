@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gatecfg.band import band
+from gatecfg.band import Band, band, bulk_bands
 from gatecfg.models import Constraint, Limits
 from gatecfg.resolve import BUILTIN, Policy, ResolvedGate
 from gatecfg.select import Selected
@@ -180,3 +180,71 @@ def test_a_window_near_the_float_maximum_gives_open_sides_not_an_overflow(refere
         assert all(x is None or math.isfinite(x) for x in (band_.ref, band_.lo, band_.hi, band_.sd))
     assert result[0].band.hi is None  # 1.7e308 + 20% leaves the float range: open, as if unwritten
     assert result[2].band.ref == 0.0
+
+
+# ------------------------------------------------------------------------------------ bands in bulk
+
+CONSTRAINTS = [
+    Constraint(rel_up=0.5, abs_floor_up=0.1, rel_down=0.5, abs_floor_down=0.1),
+    Constraint(rel_down=0.2, abs_floor_down=0.05),
+    Constraint(abs_floor_up=0.3),
+    None,
+]
+
+
+def _as_arrays(bands: list[Band]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def column(values: list[float | None]) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in values], np.float64)
+
+    return column([b.ref for b in bands]), column([b.lo for b in bands]), column([b.hi for b in bands])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.floats(-1e6, 1e6, allow_subnormal=True), min_size=1, max_size=24),
+    shape=st.integers(1, 6),
+    scale=st.sampled_from([1.0, 1e-9, 1e-300, 1e12, 1e300, 0.001]),
+    constraint=st.sampled_from(CONSTRAINTS),
+)
+def test_bulk_bands_are_band_bit_for_bit(
+    rows: list[float], shape: int, scale: float, constraint: Constraint | None
+) -> None:
+    # Rows of random values, at magnitudes where decimal rounding, overflow and subnormals matter.
+    width = max(1, len(rows) // shape)
+    windows = np.array(rows[: width * (len(rows) // width)], np.float64).reshape(-1, width) * scale
+    found = bulk_bands(constraint, windows)
+    assert found is not None
+    expected = _as_arrays([band(constraint, row.tolist()) for row in windows])
+    for got, want in zip(found, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bulk_bands_round_edges_on_a_decimal_midpoint_as_band_does() -> None:
+    # A 12-digit reference halved has 13 digits ending in 5: an edge on (or a hair beside) the midpoint
+    # of the 12-digit grid, which the bulk rounding must settle exactly as `tidy` does.
+    rng = np.random.default_rng(5)
+    windows = np.round(rng.uniform(0.1, 10.0, (4000, 1)), 11)
+    found = bulk_bands(CONSTRAINTS[0], windows)
+    assert found is not None
+    expected = _as_arrays([band(CONSTRAINTS[0], row.tolist()) for row in windows])
+    for got, want in zip(found, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bulk_bands_leave_medians_and_sigma_terms_to_band() -> None:
+    windows = np.ones((3, 4))
+    assert bulk_bands(Constraint(sigma_up=3.0), windows) is None
+    assert bulk_bands(CONSTRAINTS[0], windows, "median") is None
+
+
+def test_stored_columns_hold_what_stored_points_hold_with_bands_per_step() -> None:
+    gate = _gate(CONSTRAINTS[0])
+    rng = np.random.default_rng(7)
+    windows = {step: rng.normal(1.0, 0.05, 1 + step % 5).tolist() for step in range(40) if step != 3}
+    values: list[float | None] = [None if step == 9 else float(rng.normal(1.0, 0.3)) for step in range(40)]
+    result, _ = _judged(gate, values, windows, _policy())
+    columns = result.stored_columns()
+    assert 9 not in columns.steps
+    for step, ref, lo, hi in zip(columns.steps, columns.refs, columns.los, columns.his, strict=True):
+        expected = band(gate.constraint, windows.get(step, []))
+        assert (ref, lo, hi) == (expected.ref, expected.lo, expected.hi)

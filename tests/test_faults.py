@@ -43,19 +43,20 @@ POINTS_PER_RUN = STEPS + 1
 # A killed or stalled process must fail the test, not hang the CI job.
 PROCESS_TIMEOUT_S = 120
 
-# Runs the real entry point, pausing for good once the run's points are inserted and not yet committed:
-# the moment a SIGKILL does the most damage.
+# Runs the real entry point, pausing for good once the run's points are inserted and not yet committed
+# (as its write transaction is about to commit, whichever bulk path wrote the points): the moment a
+# SIGKILL does the most damage.
 PAUSE_MID_WRITE = """
 import sys, time
 import sqlalchemy as sa
 from gatecfg.cli import main
 
-def pause(conn, cursor, statement, parameters, context, executemany):
-    if statement.lstrip().upper().startswith("INSERT INTO METRIC_POINTS"):
+def pause(conn):
+    if conn.exec_driver_sql("SELECT count(*) FROM metric_points").scalar():
         print("points inserted", flush=True)
         time.sleep(600)
 
-sa.event.listen(sa.engine.Engine, "after_cursor_execute", pause)
+sa.event.listen(sa.engine.Engine, "commit", pause)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -213,7 +214,7 @@ def pg(postgresql_url: str) -> str:
     ("cut_on", "action"),
     [
         (b"metric_points", "cannot read baselines from the history store"),
-        (b"INSERT INTO metric_points", "cannot write run 'cut' to the history store"),
+        (b"COPY metric_points", "cannot write run 'cut' to the history store"),
     ],
     ids=["reading-baselines", "writing-points"],
 )

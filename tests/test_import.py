@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -391,14 +392,21 @@ def test_a_store_failure_midway_exits_3_and_leaves_no_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
 ) -> None:
     scenario = write_scenario(tmp_path)
+    insert = store_writes._insert_points
+    calls = []
 
-    def failing(*args: object, **kwargs: object) -> None:
-        # After every run row is inserted, in the import's one transaction.
-        raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+    def failing(*args: Any, **kwargs: Any) -> None:
+        # The first batches go in, a later one fails: all of them are in the import's one transaction.
+        calls.append(1)
+        if len(calls) > 2:
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+        insert(*args, **kwargs)
 
+    monkeypatch.setattr(store_writes, "BATCH_VALUES", 50)
     monkeypatch.setattr(store_writes, "_insert_points", failing)
     result = run_cli("import", "--test", TEST, scenario.export, "--gates", scenario.gates, "--db", store_url)
     assert result.code == 3
+    assert len(calls) == 3
     assert "disk I/O error" in result.err
     assert "Traceback" not in result.err
     monkeypatch.undo()
@@ -412,10 +420,74 @@ def test_read_export_sorts_by_date_and_parses_both_step_shapes(tmp_path: Path) -
         f"run_id,date,commit,{REWARD}@0,{REWARD}@10,{EVAL}\nb,2024-05-02,c,1,2,\na,2024-05-01,,3,NaN,0.5\n"
     )
     export = read_export(path, "e.csv")
-    assert [r.run_id for r in export.runs] == ["a", "b"]
-    a = export.runs[0]
+    runs = list(export.runs())
+    assert [r.run_id for r in runs] == ["a", "b"]
+    assert [e.run_id for e in export.entries] == ["a", "b"]
+    a = runs[0]
     assert a.commit is None
     assert (a.record.points(REWARD)[0].step, a.record.points(REWARD)[0].value) == (0, 3.0)
     assert math.isnan(a.record.points(REWARD)[1].value or 0.0)
     assert a.single == frozenset({EVAL})
-    assert export.runs[1].record.points(EVAL) == ()
+    assert runs[1].record.points(EVAL) == ()
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        ("[[0, 0.5], [1, true]]", "true is not a number"),
+        ("[[0, 0.5], [true, 0.6]]", "item 1 has step true, not a whole number from 0 to"),
+        ('[[0, 0.5], [1, "0.6"]]', '"0.6" is not a number'),
+        ("[[0, 0.5], [0, 0.6]]", "step 0 is given twice"),
+        ("[[0, 0.5], [1.5, 0.6]]", "item 1 has step 1.5, not a whole number from 0 to"),
+        ("[[0, 0.5], [-1, 0.6]]", "item 1 has step -1, not a whole number from 0 to"),
+        ("[[0, 0.5], [1, 0.6, 7]]", "item 1 is not a [step, value] pair"),
+        ("[[0, 0.5], {}]", "item 1 is not a [step, value] pair"),
+    ],
+    ids=["bool-value", "bool-step", "string-value", "duplicate-step", "fractional-step", "negative-step",
+         "triple", "object"],
+)  # fmt: skip
+def test_a_bad_pair_in_jsonl_is_an_error_naming_the_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pairs: str, expected: str
+) -> None:
+    # The bulk reading of [[step, value], ...] hands anything but whole steps and JSON numbers to the
+    # item-by-item reading, which names the error: true is not 1, "0.6" is not 0.6.
+    monkeypatch.chdir(tmp_path)
+    good = json.dumps({"run_id": "a", "date": "2024-05-01", "trusted": True, "metrics": {REWARD: [[0, 0.4]]}})
+    bad = f'{{"run_id": "b", "date": "2024-05-02", "trusted": true, "metrics": {{"{REWARD}": {pairs}}}}}'
+    result = _import(tmp_path, f"{good}\n{bad}\n", f"sqlite:///{tmp_path / 'h.db'}", "x.jsonl")
+    assert result.code == 2, result.out
+    assert "x.jsonl:2:" in result.err
+    assert expected in result.err
+    with Store.open(f"sqlite:///{tmp_path / 'h.db'}") as store:
+        assert store.runs() == []
+
+
+def test_a_jsonl_export_streams_in_date_order_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lines out of date order, steps out of order within a run, and batches of a few values: every run is
+    # stored once, each judged against the runs dated before it.
+    monkeypatch.setattr(store_writes, "BATCH_VALUES", 3)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    gate_file = GATE_FILE.replace(
+        "    steps: last\n    constraint: {rel_down: 0.2", "    steps: all\n    constraint: {rel_down: 0.2"
+    )
+    gates = _gates(tmp_path, gate_file)
+    days = [3, 1, 4, 2, 5]
+    lines = [
+        json.dumps(
+            {
+                "run_id": f"n{day}",
+                "date": f"2024-05-0{day}",
+                "metrics": {REWARD: [[1, 0.5 + day], [0, 0.1 * day]], EVAL: 0.5},
+            }
+        )
+        for day in days
+    ]
+    assert _import(tmp_path, "\n".join(lines) + "\n", db, name="e.jsonl", gates=gates).code == 0
+    with Store.open(db) as store:
+        history = store.history(test=TEST, metric=REWARD, step=1)
+    assert [row.run_id for row in history] == ["n5", "n4", "n3", "n2", "n1"]
+    n4 = next(row.point for row in history if row.run_id == "n4")
+    assert n4.value == 4.5
+    assert n4.ref == pytest.approx((1.5 + 2.5 + 3.5) / 3)

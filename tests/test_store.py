@@ -22,6 +22,7 @@ from alembic.script import ScriptDirectory
 import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.store import reads as store_reads
 from gatecfg.store.store import SCHEMA_REVISION
 from gatecfg.store.tables import metadata
 
@@ -464,32 +465,45 @@ def test_coordinates_for_counts_the_history_under_each_key(store: Store) -> None
 # --- trust and reads ----------------------------------------------------------------------------------
 
 
-def test_test_values_reads_every_value_of_a_test_with_the_first_key_of_a_quantity_first(store: Store) -> None:
+def test_run_values_reads_each_runs_columns_with_the_first_key_of_a_quantity_winning(store: Store) -> None:
     # One run holding the reward under two constraint keys (as after a carry): the key that sorts first
-    # comes first; a NaN reads back as NaN; another metric of the test is not read unless asked for.
+    # wins its steps, the other adds only the steps it lacks; a NaN reads back as NaN; another metric of
+    # the test is not read unless asked for; runs come oldest first, one without values with none.
     other_key = CoordinateSpec("0ther0ther00", SERIES, TEST, REWARD.metric, '"all"', '{"rel_down":0.9}')
     store.write_run(
-        run_info("r0", day=0), {REWARD: points({0: 1.0, 1: math.nan}), other_key: points({0: 5.0})}
+        run_info("r0", day=0),
+        {REWARD: points({0: 1.0, 1: math.nan}), other_key: points({0: 5.0, 7: 6.0})},
     )
     store.write_run(run_info("r1", day=1), {GRAD_NORM: points({3: 2.5})})
 
-    rows = list(store.test_values(test=TEST, metrics=[REWARD.metric]))
+    read = [(row.run.run_id, values) for row, values in store.run_values(test=TEST, metrics=[REWARD.metric])]
 
     assert REWARD.constraint_key < other_key.constraint_key
-    assert [row[:4] for row in rows] == [
-        ("r0", REWARD.metric, '"all"', 0),
-        ("r0", REWARD.metric, '"all"', 1),
-        ("r0", REWARD.metric, '"all"', 0),
+    assert [run_id for run_id, _ in read] == ["r0", "r1"]
+    [(_, first), (_, second)] = read
+    column = first[REWARD.metric, '"all"']
+    assert column.steps.tolist() == [0, 1, 7]
+    assert column.values[0] == 1.0
+    assert math.isnan(column.values[1])
+    assert column.values[2] == 6.0
+    assert column.status_list() == ["pass", "pass", "pass"]
+    assert second == {}
+    [(_, grad)] = [(row, values) for row, values in store.run_values(test=TEST, metrics=[GRAD_NORM.metric])][
+        1:
     ]
-    assert [row[4] for row in rows][::2] == [1.0, 5.0]
-    assert math.isnan(rows[1][4])
-    assert next(store.test_values(test=TEST, metrics=[GRAD_NORM.metric]))[:5] == (
-        "r1",
-        GRAD_NORM.metric,
-        '"all"',
-        3,
-        2.5,
-    )
+    assert grad[GRAD_NORM.metric, '"all"'].steps.tolist() == [3]
+
+
+def test_run_values_reads_in_batches_sized_by_rows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read budget of a few rows: each batch of runs is sized from the rows per run of the one before.
+    monkeypatch.setattr(store_reads, "ROWS_PER_READ", 5)
+    for day in range(7):
+        store.write_run(run_info(f"r{day}", day=day), {REWARD: points({0: float(day), 1: -float(day)})})
+    read = list(store.run_values(test=TEST, metrics=[REWARD.metric]))
+    assert [row.run.run_id for row, _ in read] == [f"r{day}" for day in range(7)]
+    assert [values[REWARD.metric, '"all"'].values.tolist() for _, values in read] == [
+        [float(day), -float(day)] for day in range(7)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -14,84 +14,52 @@ replay with the trust the store gives it now.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from gatecfg import __version__
-from gatecfg.analysis.backtest import StoredRun, StoredValue, replay
-from gatecfg.analysis.importer import Export, ImportedRun
+from gatecfg.analysis.backtest import Replayer, StoredRun
+from gatecfg.analysis.importer import Entry, Export, ImportedRun
 from gatecfg.errors import InputError
 from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import select
-from gatecfg.store import CoordinateSpec, RunInfo, Status, StoredPoint
+from gatecfg.store import STATUSES, CoordinateSpec, PointColumns, RunInfo, ValueColumns
 
 # `replay` reads only the values of the runs it judges; the status a value was written with is for
 # backtest's "recorded" comparison, which an import never makes.
-UNJUDGED: Status = "cold"
+UNJUDGED = STATUSES.index("cold")
 WRITTEN_BY = f"{__version__} (import)"
 
-Points = dict[CoordinateSpec, list[StoredPoint]]
-
-
-@dataclass(frozen=True)
-class Backfill:
-    runs: tuple[tuple[RunInfo, Points], ...]  # the runs to write, oldest first
-    undeclared: tuple[str, ...]  # metrics of the export that no gate of the test declares
-    missing: tuple[str, ...]  # gates of the test that no run of the export holds
+Points = dict[CoordinateSpec, PointColumns]
 
 
 def check_shapes(test: ResolvedTest, export: Export) -> None:
     """A single value per run is a `last` value; a gate over steps needs `metric@STEP` columns."""
     for gate in test.gates:
-        if gate.steps == "last":
+        if gate.steps == "last" or gate.metric not in export.single:
             continue
-        for run in export.runs:
-            if gate.metric in run.single:
-                where = export.header.get(gate.metric, run.location)
-                raise InputError.at(
-                    where,
-                    f"`{gate.metric}` holds one value per run, stored as step `last`, but its gate declares "
-                    f"steps: {gate.steps_key} ({gate.sources['steps']})",
-                    dotted=gate.metric,
-                    hint=f"give `{gate.metric}@<step>` columns, or in JSON Lines [[step, value], ...]",
-                )
+        where = export.header.get(gate.metric, export.single[gate.metric])
+        raise InputError.at(
+            where,
+            f"`{gate.metric}` holds one value per run, stored as step `last`, but its gate declares "
+            f"steps: {gate.steps_key} ({gate.sources['steps']})",
+            dotted=gate.metric,
+            hint=f"give `{gate.metric}@<step>` columns, or in JSON Lines [[step, value], ...]",
+        )
 
 
-def _values(gate: ResolvedGate, run: ImportedRun) -> dict[int, StoredValue]:
-    """The gate's selected values of one run, a non-finite one kept so that the replay errors on it."""
-    values: dict[int, StoredValue] = {}
-    points = {p.step: p for p in run.record.points(gate.metric)}
-    for chosen in select(run.record, gate.metric, gate.steps, gated=gate.gated):
-        if chosen.value is not None:
-            values[chosen.step] = StoredValue(chosen.value, UNJUDGED)
-        elif chosen.logged_step is not None:
-            logged = points[chosen.logged_step].value
-            if logged is not None:
-                values[chosen.step] = StoredValue(logged, UNJUDGED)
-    return values
-
-
-def backfill(
-    test: ResolvedTest,
-    series: str,
-    labels: Mapping[str, str],
-    export: Export,
-    stored: Sequence[tuple[datetime, StoredRun]],
-    *,
-    already_stored: Collection[str] = (),
-) -> Backfill:
-    """The runs of `export` to write (all but those `already_stored`), their points judged in date order
-    among the series' `stored` runs; which metrics the export holds is read from all of its runs."""
-    check_shapes(test, export)
-    fresh = [run for run in export.runs if run.run_id not in already_stored]
+def check_runs(test: ResolvedTest, runs: Iterable[Entry]) -> None:
+    """Each run to import holds a value of some gate of the test."""
     declared = {g.metric for g in test.gates}
-    for run in fresh:
-        if not declared & set(run.record.columns):
+    for run in runs:
+        if not declared & run.metrics:
             # A run of nothing but unusable columns (`m@-1`, `m@abc`, metrics no gate declares) would be
             # stored with no value at all, yet count as a night in every analysis.
-            holds = ", ".join(f"`{m}`" for m in sorted(run.record.columns)) or "no values"
+            holds = ", ".join(f"`{m}`" for m in sorted(run.metrics)) or "no values"
             raise InputError.at(
                 run.location,
                 f"run `{run.run_id}` holds no value of any gate of {test.test} (it has {holds})",
@@ -99,48 +67,109 @@ def backfill(
                 hint=f"columns are `<metric>` or `<metric>@<step>` (step 0 to {MAX_STEP}) for the gates "
                 f"of {test.file}: " + ", ".join(sorted(declared)),
             )
-    imported = [
-        (
-            run.created_at,
-            StoredRun(
-                run_id=run.run_id,
-                commit=run.commit,
-                series_key=series,
-                labels=dict(labels),
-                trust_override=run.trusted,
-                gate_trusted=run.trusted,
-                values={(g.metric, g.steps_key): _values(g, run) for g in test.gates},
-            ),
+
+
+def _column(gate: ResolvedGate, run: ImportedRun) -> ValueColumns | None:
+    """The gate's selected values of one run, a non-finite one kept so that the replay errors on it."""
+    chosen = select(run.record, gate.metric, gate.steps, gated=gate.gated)
+    numbers = chosen.numbers()
+    if np.isnan(numbers).any():
+        record = run.record.column(gate.metric)
+        logged: dict[int | None, float | None] = (
+            {} if record is None else dict(zip(record.steps, record.values, strict=True))
         )
-        for run in fresh
-    ]
-    # Stable: a stored run and an imported one of the same time keep stored-first order.
-    timeline = sorted([*stored, *imported], key=lambda item: item[0])
-    replayed = replay(test, series, [run for _, run in timeline], test.policy)
-    by_id = {r.run.run_id: r for r in replayed.runs}
-    specs = {
-        g.metric: CoordinateSpec(
-            coordinate=g.coordinate(series),
-            series_key=series,
-            test=test.test,
-            metric=g.metric,
-            steps_key=g.steps_key,
-            constraint_key=g.constraint_key,
-        )
-        for g in test.gates
-    }
-    writes: list[tuple[RunInfo, Points]] = []
-    for run in fresh:
-        points: Points = {}
-        for metric, result in by_id[run.run_id].results.items():
-            kept = result.stored_points()  # as evaluate --write stores them
-            if kept:
-                points[specs[metric]] = kept
-        info = RunInfo(
+        kept = {
+            s.step: value
+            for s in chosen
+            if (value := s.value if s.value is not None else logged.get(s.logged_step)) is not None
+        }
+        steps, values = np.array(sorted(kept), np.int64), np.array([kept[s] for s in sorted(kept)])
+    else:
+        steps, values = np.array(chosen.steps, np.int64), numbers
+        if len(steps) > 1 and (np.diff(steps) < 0).any():  # a steps list declared out of order
+            order = np.argsort(steps, kind="stable")
+            steps, values = steps[order], values[order]
+    if not len(steps):
+        return None
+    return ValueColumns(steps, values, np.full(len(steps), UNJUDGED, np.int8))
+
+
+@dataclass
+class Backfill:
+    """The runs of an export to write, judged in date order among the series' stored runs, produced one
+    at a time (`runs`); what was produced is counted as it goes."""
+
+    test: ResolvedTest
+    series: str
+    labels: Mapping[str, str]
+    export: Export
+    values: int = 0
+    coordinates: set[str] = field(default_factory=set)
+
+    @property
+    def undeclared(self) -> tuple[str, ...]:
+        """Metrics of the export that no gate of the test declares."""
+        return tuple(sorted(self.export.metrics - {g.metric for g in self.test.gates}))
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """Gates of the test that no run of the export holds."""
+        return tuple(sorted({g.metric for g in self.test.gates} - self.export.metrics))
+
+    def runs(
+        self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
+    ) -> Iterator[tuple[RunInfo, Points]]:
+        """The export's runs but `already_stored` ones, oldest first, with the points `evaluate --write`
+        would have stored: each judged against the runs before it, imported or `stored` (the series'
+        stored runs, oldest first, with the trust the store gives them now), stored-first at equal times."""
+        check_shapes(self.test, self.export)
+        replayer = Replayer(self.test, self.series, self.test.policy)
+        specs = {
+            g.metric: CoordinateSpec(
+                coordinate=g.coordinate(self.series),
+                series_key=self.series,
+                test=self.test.test,
+                metric=g.metric,
+                steps_key=g.steps_key,
+                constraint_key=g.constraint_key,
+            )
+            for g in self.test.gates
+        }
+        earlier = iter(stored)
+        pending = next(earlier, None)
+        for run in self.export.runs(skip=already_stored):
+            # The stored runs up to this one's time only join the baselines: their trust is set.
+            while pending is not None and pending[0] <= run.created_at:
+                replayer.skip(pending[1])
+                pending = next(earlier, None)
+            replayed = replayer.judge(self._stored_run(run))
+            points: Points = {}
+            for metric, result in replayed.results.items():
+                kept = result.stored_columns()  # as evaluate --write stores them
+                if len(kept):
+                    points[specs[metric]] = kept
+                    self.values += len(kept)
+                    self.coordinates.add(specs[metric].coordinate)
+            yield self._info(run), points
+
+    def _stored_run(self, run: ImportedRun) -> StoredRun:
+        columns = {(g.metric, g.steps_key): _column(g, run) for g in self.test.gates}
+        return StoredRun(
             run_id=run.run_id,
-            test=test.test,
-            series_key=series,
-            labels=dict(labels),
+            commit=run.commit,
+            series_key=self.series,
+            labels=dict(self.labels),
+            trust_override=run.trusted,
+            gate_trusted=run.trusted,
+            values={key: column for key, column in columns.items() if column is not None},
+        )
+
+    def _info(self, run: ImportedRun) -> RunInfo:
+        return RunInfo(
+            run_id=run.run_id,
+            test=self.test.test,
+            series_key=self.series,
+            labels=dict(self.labels),
             commit=run.commit,
             branch=None,
             ci_run_id=None,
@@ -150,15 +179,8 @@ def backfill(
             gate_trusted=run.trusted,
             written_by=WRITTEN_BY,
         )
-        writes.append((info, points))
-    given = {m for run in export.runs for m in run.record.columns}
-    return Backfill(
-        runs=tuple(writes),
-        undeclared=tuple(sorted(given - declared)),
-        missing=tuple(sorted(declared - given)),
-    )
 
 
-def stored_timeline(runs: Sequence[tuple[datetime, StoredRun, bool]]) -> list[tuple[datetime, StoredRun]]:
-    """Stored runs as the replay should see them: with the trust the store gives them now."""
-    return [(at, dataclasses.replace(run, trust_override=trusted)) for at, run, trusted in runs]
+def with_current_trust(run: StoredRun, trusted: bool) -> StoredRun:
+    """A stored run as the replay should see it: with the trust the store gives it now."""
+    return dataclasses.replace(run, trust_override=trusted)

@@ -31,11 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
-from gatecfg.band import Band, band
+from gatecfg.band import Band, band, ragged_bands
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
-from gatecfg.store import Store
+from gatecfg.store import RunRow, Store, ValueColumns
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
 from gatecfg.windows import Baselines, Window
 
@@ -43,15 +43,9 @@ FAILING: frozenset[str] = frozenset({"fail", "error"})
 Against = ResolvedTest | Literal["recorded"] | None
 
 
-@dataclass(frozen=True, slots=True)
-class StoredValue:
-    value: float
-    status: Status  # the verdict the value got when it was written
-
-
 @dataclass(frozen=True)
 class StoredRun:
-    """A stored nightly with every value of its test, keyed by (metric, steps_key) and step."""
+    """A stored nightly with every value of its test, a column per (metric, steps_key)."""
 
     run_id: str
     commit: str | None
@@ -59,7 +53,7 @@ class StoredRun:
     labels: Mapping[str, str]
     trust_override: bool | None
     gate_trusted: bool
-    values: Mapping[tuple[str, str], Mapping[int, StoredValue]]
+    values: Mapping[tuple[str, str], ValueColumns]  # the status: the verdict when written
 
     @property
     def untrusted_by_hand(self) -> bool:
@@ -147,38 +141,51 @@ def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
     return Selected(step, logged, None, reason, None)
 
 
-def _selection(gate: ResolvedGate, stored: Mapping[int, StoredValue]) -> Selection:
+def _selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
     """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
-    steps = sorted(stored)
-    values = [stored[step].value for step in steps]
-    if all(map(math.isfinite, values)):
-        logged = [None if step == LAST_STEP else step for step in steps]
-        return Selection(steps, logged, values, [None] * len(steps), [None] * len(steps))
+    if stored is None:
+        return Selection([], [], [], [], [])
+    steps = stored.steps.tolist()
+    if np.isfinite(stored.values).all():
+        logged = [None if step == LAST_STEP else step for step in steps] if LAST_STEP in steps else steps
+        none = [None] * len(steps)
+        return Selection(steps, logged, stored.values.tolist(), none, none, numbers=stored.values)
     return Selection.of(
-        s for step, value in zip(steps, values, strict=True) if (s := _selected(gate, step, value))
+        s
+        for step, value in zip(steps, stored.values.tolist(), strict=True)
+        if (s := _selected(gate, step, value))
     )
 
 
 class _Pool:
     """One gate's values of the runs that qualify for a baseline, oldest first: a runs x steps matrix while
     every such run holds a finite value at the same steps (nearly always), per-step lists from the first run
-    that does not. A run's window is then the matrix's newest rows, taken whole."""
+    that does not. A run's window is then the matrix's newest rows, taken whole. Only the newest `width`
+    values of a step can enter a window, so the pool keeps at most twice as many: a replay of years of
+    nightlies holds a window's worth of them per gate."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: int) -> None:
+        self._width = width
         self._steps: tuple[int, ...] | None = None
         self._rows: list[npt.NDArray[np.float64]] = []
         self._lists: dict[int, list[float]] | None = None
 
-    def add(self, steps: Sequence[int], values: Sequence[float | None]) -> None:
-        """A run's values at `steps` (None: an error, which no baseline holds)."""
-        if self._lists is None and None not in values and self._steps in (None, tuple(steps)):
+    def add(self, steps: Sequence[int], values: npt.NDArray[np.float64]) -> None:
+        """A run's values at `steps` (NaN: an error, which no baseline holds)."""
+        errors = np.isnan(values)
+        if self._lists is None and not errors.any() and self._steps in (None, tuple(steps)):
             self._steps = tuple(steps)
-            self._rows.append(np.array(values, np.float64))
+            self._rows.append(values)
+            if len(self._rows) > 2 * self._width:
+                del self._rows[: -self._width]
             return
         lists = self._as_lists()
-        for step, value in zip(steps, values, strict=True):
-            if value is not None:
-                lists.setdefault(step, []).append(value)
+        for step, value, error in zip(steps, values.tolist(), errors.tolist(), strict=True):
+            if not error:
+                pool = lists.setdefault(step, [])
+                pool.append(value)
+                if len(pool) > 2 * self._width:
+                    del pool[: -self._width]
 
     def window(self, steps: Sequence[int], width: int) -> Window | None:
         """The window of a run that selected `steps`: each step's newest `width` values, newest first."""
@@ -210,6 +217,122 @@ class _Pool:
         return self._lists
 
 
+class Replayer:
+    """Judges the runs of one series, handed over oldest first, each against the runs before it: what
+    `replay` does for a whole history, run by run, so that an import streams years of nightlies through it.
+
+    Every gate is judged, since the trust of a run rests on all of them; a judged run keeps the verdicts
+    of the gates of `keep` (metrics; None: all), each of which holds its baseline window. With `inject`,
+    each night is judged a second time with that regression injected, against the same baselines; the
+    injected values never form a baseline and never decide trust.
+    """
+
+    def __init__(
+        self,
+        test: ResolvedTest,
+        series: str,
+        policy: Policy,
+        *,
+        keep: Collection[str] | None = None,
+        inject: Shift | None = None,
+    ) -> None:
+        self.test = test
+        self.policy = policy
+        self._keep = keep
+        self._inject = inject
+        # Per metric: the values that qualify under policy.baseline, and those of every run nobody
+        # untrusted by hand, oldest first; and every step a run selected.
+        self._baseline = {g.metric: _Pool(policy.window) for g in test.gates}
+        self._nightly = {g.metric: _Pool(policy.window) for g in test.gates}
+        self._steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
+        self._coordinates = {g.metric: g.coordinate(series) for g in test.gates}
+
+    def judge(self, run: StoredRun) -> RunReplay:
+        """The run's verdicts against the runs before it; the run then joins their baselines."""
+        selections = self._selections(run)
+        windows: dict[str, Window] = {}
+        for gate, coordinate, chosen in selections:
+            window = self._baseline[gate.metric].window(chosen.steps, self.policy.window)
+            if window is not None:
+                windows[coordinate] = window
+        # The hand-over point: a night's selected values meet the verdict here.
+        results = evaluate(selections, Baselines(windows), self.policy)
+        is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
+        kept = {r.gate.metric: r for r in results if self._keep is None or r.gate.metric in self._keep}
+        injected: dict[str, Status] = {}
+        if self._inject is not None:
+            shifted = [
+                (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
+                for gate, coordinate, chosen in selections
+                if self._keep is None or gate.metric in self._keep
+            ]
+            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
+        self._add(run, selections, is_trusted)
+        return RunReplay(run, kept, is_trusted, injected)
+
+    def skip(self, run: StoredRun) -> None:
+        """A run whose trust is set (`trust_override`) and whose verdicts nobody asks for: it only joins
+        the baselines, as `judge` would have added it."""
+        if run.trust_override is None:
+            raise ValueError(f"run {run.run_id!r} has no trust of its own: judge it")
+        self._add(run, self._selections(run), run.trust_override)
+
+    def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
+        selections = []
+        for gate in self.test.gates:
+            chosen = _selection(gate, run.values.get((gate.metric, gate.steps_key)))
+            if chosen:
+                selections.append((gate, self._coordinates[gate.metric], chosen))
+        return selections
+
+    def _add(
+        self, run: StoredRun, selections: Sequence[tuple[ResolvedGate, str, Selection]], is_trusted: bool
+    ) -> None:
+        qualifies = is_trusted if self.policy.baseline == "trusted" else not run.untrusted_by_hand
+        for gate, _, chosen in selections:
+            self._steps_seen[gate.metric].update(chosen.steps)
+            if qualifies:
+                self._baseline[gate.metric].add(chosen.steps, chosen.numbers())
+            if not run.untrusted_by_hand:
+                self._nightly[gate.metric].add(chosen.steps, chosen.numbers())
+
+    def finish(self, runs: Sequence[RunReplay]) -> Replay:
+        """The replay of `runs` (the judged ones), with the bands and values the next run would meet for
+        the gates of `keep`."""
+        bands: dict[str, dict[int, Band]] = {}
+        distributions: dict[str, Mapping[int, Sequence[float]]] = {}
+        for gate in self.test.gates:
+            if self._keep is not None and gate.metric not in self._keep:
+                continue
+            steps = sorted(self._steps_seen[gate.metric])
+            bands[gate.metric] = self._bands(gate, steps)
+            distributions[gate.metric] = self._nightly[gate.metric].newest(steps, self.policy.window)
+        return Replay(self.test, self.policy, tuple(runs), bands, distributions, self._inject)
+
+    def _bands(self, gate: ResolvedGate, steps: Sequence[int]) -> dict[int, Band]:
+        window = self._baseline[gate.metric].window(steps, self.policy.window)
+        if window is None:
+            return {step: band(gate.constraint, []) for step in steps}
+        ref, lo, hi = ragged_bands(gate.constraint, window.values, window.counts, self.policy.reference)
+        found = {
+            step: Band(_none(r), n, _none(low), _none(high))
+            for step, r, n, low, high in zip(
+                window.steps, ref.tolist(), window.counts.tolist(), lo.tolist(), hi.tolist(), strict=True
+            )
+        }
+        if gate.constraint is not None and (
+            gate.constraint.sigma_up is not None or gate.constraint.sigma_down is not None
+        ):  # a band with a sigma term carries its spread: built whole
+            found = {
+                step: band(gate.constraint, window.history(step), self.policy.reference) for step in found
+            }
+        return {step: found.get(step) or band(gate.constraint, []) for step in steps}
+
+
+def _none(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
 def replay(
     test: ResolvedTest,
     series: str,
@@ -219,63 +342,10 @@ def replay(
     keep: Collection[str] | None = None,
     inject: Shift | None = None,
 ) -> Replay:
-    """Judge `runs` (one series, oldest first) one after another, each against the runs before it.
-
-    Every gate is judged, since the trust of a run rests on all of them; a replayed run keeps the verdicts
-    of the gates of `keep` (metrics; None: all), each of which holds its baseline window. With `inject`,
-    each night is judged a second time with that regression injected, against the same baselines; the
-    injected values never form a baseline and never decide trust.
-    """
-    # Per metric and step: the values that qualify under policy.baseline, and those of every run nobody
-    # untrusted by hand, oldest first.
-    baseline = {g.metric: _Pool() for g in test.gates}
-    nightly = {g.metric: _Pool() for g in test.gates}
-    steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
-    coordinates = {g.metric: g.coordinate(series) for g in test.gates}
-    replayed: list[RunReplay] = []
-    for run in runs:
-        selections: list[tuple[ResolvedGate, str, Selection]] = []
-        windows: dict[str, Window] = {}
-        for gate in test.gates:
-            chosen = _selection(gate, run.values.get((gate.metric, gate.steps_key), {}))
-            if not chosen:
-                continue
-            coordinate = coordinates[gate.metric]
-            selections.append((gate, coordinate, chosen))
-            window = baseline[gate.metric].window(chosen.steps, policy.window)
-            if window is not None:
-                windows[coordinate] = window
-        results = evaluate(selections, Baselines(windows), policy)
-        is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        kept = {r.gate.metric: r for r in results if keep is None or r.gate.metric in keep}
-        injected: dict[str, Status] = {}
-        if inject is not None:
-            shifted = [
-                (gate, coordinate, inject.apply(gate, chosen, windows.get(coordinate)))
-                for gate, coordinate, chosen in selections
-                if keep is None or gate.metric in keep
-            ]
-            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), policy)}
-        replayed.append(RunReplay(run, kept, is_trusted, injected))
-        qualifies = is_trusted if policy.baseline == "trusted" else not run.untrusted_by_hand
-        for gate, _, chosen in selections:
-            steps_seen[gate.metric].update(chosen.steps)
-            if qualifies:
-                baseline[gate.metric].add(chosen.steps, chosen.values)
-            if not run.untrusted_by_hand:
-                nightly[gate.metric].add(chosen.steps, chosen.values)
-    gates = {g.metric: g for g in test.gates}
-    bands = {
-        metric: {
-            step: band(gates[metric].constraint, values, policy.reference)
-            for step, values in baseline[metric].newest(sorted(steps), policy.window).items()
-        }
-        for metric, steps in steps_seen.items()
-    }
-    distributions = {
-        metric: nightly[metric].newest(sorted(steps), policy.window) for metric, steps in steps_seen.items()
-    }
-    return Replay(test, policy, tuple(replayed), bands, distributions, inject)
+    """Judge `runs` (one series, oldest first) one after another, each against the runs before it (see
+    `Replayer`)."""
+    replayer = Replayer(test, series, policy, keep=keep, inject=inject)
+    return replayer.finish([replayer.judge(run) for run in runs])
 
 
 @dataclass(frozen=True)
@@ -413,7 +483,7 @@ def _tracks(replayed: Replay, metric: str) -> dict[int | None, Track]:
         result = r.results.get(metric)
         if result is None:
             continue
-        refs = [result.ref_at(i) for i in range(len(result))]
+        refs = result.refs()
         found[None].append((r.run, result.status, _mean(refs)))
         for step, status, ref in zip(result.selection.steps, result.statuses, refs, strict=True):
             found.setdefault(step, []).append((r.run, status, ref))
@@ -450,13 +520,12 @@ def _recorded(run: StoredRun, gate: ResolvedGate, step: int | None) -> Status | 
     """The verdict the run got when it was written. A stored step keeps `fail` even when its gate
     tolerated it; a run written trusted cannot have had a gate fail, so there its failing steps were
     tolerated."""
-    stored = run.values.get((gate.metric, gate.steps_key), {})
+    stored = run.values.get((gate.metric, gate.steps_key))
+    if stored is None:
+        return None
     if step is not None:
-        found = stored.get(step)
-        return None if found is None else found.status
-    statuses: list[Status] = [
-        "pass" if s.status == "fail" and run.gate_trusted else s.status for s in stored.values()
-    ]
+        return stored.status_at(step)
+    statuses: list[Status] = ["pass" if s == "fail" and run.gate_trusted else s for s in stored.status_list()]
     if not statuses:
         return None
     return min(statuses, key=lambda status: STATUS_ORDER[status])
@@ -621,22 +690,17 @@ def _detection(replayed: Replay, metric: str) -> Detection | None:
 
 
 def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:
-    """Every stored run of `test`, oldest first, with its values of `metrics` (one query per metric)."""
-    runs = list(reversed(store.runs(test=test)))
-    values: dict[str, dict[tuple[str, str], dict[int, StoredValue]]] = {r.run.run_id: {} for r in runs}
-    for run_id, metric, steps_key, step, value, status in store.test_values(test=test, metrics=metrics):
-        by_step = values.setdefault(run_id, {}).setdefault((metric, steps_key), {})
-        # A run stores a quantity once; should a carried key hold it twice, the first copy is it.
-        by_step.setdefault(step, StoredValue(value, status))
-    return [
-        StoredRun(
-            run_id=r.run.run_id,
-            commit=r.run.commit,
-            series_key=r.run.series_key,
-            labels=r.run.labels,
-            trust_override=r.trust_override,
-            gate_trusted=r.run.gate_trusted,
-            values=values[r.run.run_id],
-        )
-        for r in runs
-    ]
+    """Every stored run of `test`, oldest first, with its values of `metrics` as columns."""
+    return [stored_run(row, values) for row, values in store.run_values(test=test, metrics=metrics)]
+
+
+def stored_run(row: RunRow, values: Mapping[tuple[str, str], ValueColumns]) -> StoredRun:
+    return StoredRun(
+        run_id=row.run.run_id,
+        commit=row.run.commit,
+        series_key=row.run.series_key,
+        labels=row.run.labels,
+        trust_override=row.trust_override,
+        gate_trusted=row.run.gate_trusted,
+        values=values,
+    )

@@ -10,22 +10,33 @@ with an optional `"trusted": true|false`.
 A date without a zone is UTC: CI exports rarely say, and the runs only need a consistent order. Values are
 JSON numbers or the non-finite spellings records accept (`NaN`, `Infinity`, `-Infinity`); any other text is
 an error that names the file and line, since a backfill that silently drops cells is worse than none.
+
+An export is read twice, a line at a time, so that its size never sits in memory: `read_export` checks
+every run and indexes it (date, id, where it starts in the file), then `Export.runs` reads the runs back
+in date order, one at a time, as the import writes them.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import dataclasses
+import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
+from typing import BinaryIO, cast
+
+import numpy as np
 
 from gatecfg.errors import InputError, Location
 from gatecfg.models import MAX_STEP
-from gatecfg.records import Point, Record, shorten
-from gatecfg.textio import read_text
+from gatecfg.records import Column, Record, shorten
 
 RESERVED = ("run_id", "date", "commit", "trusted")
 REQUIRED = ("run_id", "date", "commit")
@@ -58,40 +69,148 @@ class ImportedRun:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """What the first reading keeps of a run: enough to order it and to find it again."""
+
+    run_id: str
+    created_at: datetime
+    commit: str | None
+    trusted: bool
+    location: Location  # the row or line
+    offset: int  # byte offset of its first line in the file
+    metrics: frozenset[str]  # the metrics it gives a value of
+
+
+@dataclass(frozen=True)
 class Export:
-    path: str
-    runs: tuple[ImportedRun, ...]  # ordered by date; equal dates keep the file's order
+    path: str  # as shown in messages
+    file: Path
+    kind: str  # "csv" or "jsonl"
+    entries: tuple[Entry, ...]  # ordered by date; equal dates keep the file's order
     header: Mapping[str, Location]  # metric -> where it was first named (CSV header cell, or a line)
+    metrics: frozenset[str]  # every metric some run gives
+    single: Mapping[str, Location]  # metrics some run gives as one value: the first such run
+    columns: tuple[_Column, ...] = ()  # CSV: the metric columns of the header
+    names: tuple[str, ...] = ()  # CSV: every header cell
+
+    def runs(self, skip: Collection[str] = ()) -> Iterator[ImportedRun]:
+        """The export's runs in date order, but those of `skip` (run ids), read again one at a time."""
+        with _open(self.file, self.path) as handle:
+            for entry in self.entries:
+                if entry.run_id in skip:
+                    continue
+                handle.seek(entry.offset)
+                lines = _Lines(handle, self.path, first_line=entry.location.line or 1)
+                if self.kind == "jsonl":
+                    location, obj = next(_objects(lines, self.path))
+                    yield _jsonl_run(obj, location, self.path)
+                else:
+                    reader = csv.reader(lines)
+                    yield _csv_run(next(reader), _index(self.names), self.columns, entry.location)
 
 
 def read_export(path: Path, shown: str) -> Export:
-    text = _read_text(path, shown)
-    kind = _kind(path, text)
-    runs, header = _csv(text, shown) if kind == "csv" else _jsonl(text, shown)
-    if not runs:
+    """Check every run of the export and index them by date: any error (file:line) comes from here,
+    before the import writes anything."""
+    with _open(path, shown) as handle:
+        lines = _Lines(handle, shown)
+        first = lines.peek()
+        kind = _kind(path, first)
+        scan = _scan_csv if kind == "csv" else _scan_jsonl
+        export = scan(lines, path, shown)
+    if not export.entries:
         raise InputError.at(Location(shown), "the export holds no runs", hint=_format_hint(kind))
     seen: dict[str, Location] = {}
-    for run in runs:
-        if run.run_id in seen:
+    for entry in export.entries:
+        if entry.run_id in seen:
             raise InputError.at(
-                run.location,
-                f"run_id `{run.run_id}` appears twice, first at {seen[run.run_id]}",
+                entry.location,
+                f"run_id `{entry.run_id}` appears twice, first at {seen[entry.run_id]}",
                 dotted="run_id",
                 hint="each row is one run: keep one of them",
             )
-        seen[run.run_id] = run.location
-    ordered = sorted(runs, key=lambda r: r.created_at)
-    return Export(shown, tuple(ordered), header)
+        seen[entry.run_id] = entry.location
+    # Stable: runs of the same time keep the file's order.
+    return dataclasses.replace(export, entries=tuple(sorted(export.entries, key=lambda e: e.created_at)))
+
+
+def _entry(run: ImportedRun, offset: int) -> Entry:
+    return Entry(
+        run.run_id,
+        run.created_at,
+        run.commit,
+        run.trusted,
+        run.location,
+        offset,
+        frozenset(run.record.columns),
+    )
+
+
+@contextmanager
+def _open(path: Path, shown: str) -> Iterator[BinaryIO]:
+    hint = "pass a .csv or .jsonl file"
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InputError.at(Location(shown), "export file not found", hint=hint) from None
+    except IsADirectoryError:
+        raise InputError.at(Location(shown), "is a directory, not a export file", hint=hint) from None
+    except OSError as exc:
+        raise InputError.at(Location(shown), f"cannot read the export file: {exc.strerror or exc}") from None
+    with handle:
+        yield handle
+
+
+class _Lines:
+    """A file's lines as text, a line at a time, knowing the byte offset where the next one starts."""
+
+    def __init__(self, handle: BinaryIO, shown: str, *, first_line: int = 1) -> None:
+        self._handle = handle
+        self._shown = shown
+        self.offset = handle.tell()
+        self.number = first_line - 1  # lines read so far
+        self._peeked: str | None = None
+
+    def peek(self) -> str:
+        """The first line, without reading past it (the kind of an export without a suffix)."""
+        if self._peeked is None:
+            self._peeked = next(self, "")
+        return self._peeked
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        if self._peeked is not None:
+            peeked, self._peeked = self._peeked, None
+            return peeked
+        raw = self._handle.readline()
+        if not raw:
+            raise StopIteration
+        self.offset += len(raw)
+        self.number += 1
+        if self.number == 1:
+            # Editors and Windows tools may prepend a byte order mark, which is not an error.
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            col = len(raw[: exc.start].decode("utf-8")) + 1
+            raise InputError.at(
+                Location(self._shown, self.number, col),
+                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
+                hint="save the export file as UTF-8 text",
+            ) from None
+
+    def start(self) -> int:
+        """The byte offset of the next line not yet handed out."""
+        return self.offset - (len(self._peeked.encode()) if self._peeked else 0)
 
 
 def _format_hint(kind: str) -> str:
     if kind == "csv":
         return "a header `run_id,date,commit,<metric>,<metric>@<step>...` and one row per run"
     return SHAPE_HINT
-
-
-def _read_text(path: Path, shown: str) -> str:
-    return read_text(path, shown, what="export file", hint="pass a .csv or .jsonl file")
 
 
 def _kind(path: Path, text: str) -> str:
@@ -163,36 +282,53 @@ def _split_metric(name: str) -> tuple[str, int | None]:
     return name, None
 
 
-def _csv(text: str, path: str) -> tuple[list[ImportedRun], dict[str, Location]]:
-    reader = csv.reader(text.splitlines(keepends=True))
+def _scan_csv(lines: _Lines, path: Path, shown: str) -> Export:
+    reader = csv.reader(lines)
     try:
         header = next(reader)
     except StopIteration:
-        return [], {}
+        return Export(shown, path, "csv", (), {}, frozenset(), {})
     except csv.Error as exc:
-        raise InputError.at(Location(path, 1), f"malformed CSV: {exc}") from None
+        raise InputError.at(Location(shown, 1), f"malformed CSV: {exc}") from None
     names = [h.strip() for h in header]
-    columns = _columns(names, path)
-    header_at = {c.metric: Location(path, 1, _header_col(header, c.index)) for c in reversed(columns)}
-    index = {name: i for i, name in enumerate(names)}
-    runs: list[ImportedRun] = []
+    columns = _columns(names, shown)
+    header_at = {c.metric: Location(shown, 1, _header_col(header, c.index)) for c in reversed(columns)}
+    index = _index(names)
+    entries: list[Entry] = []
+    given: set[str] = set()
+    single: dict[str, Location] = {}
     line = 1
     try:
-        for row in reader:
+        while True:
+            offset = lines.start()
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
             line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue
-            location = Location(path, line)
+            location = Location(shown, line)
             if len(row) != len(names):
                 raise InputError.at(
                     location,
                     f"the row has {len(row)} cells, the header {len(names)}",
                     hint="quote cells that hold commas; leave a cell empty rather than out",
                 )
-            runs.append(_csv_run(row, index, columns, location))
+            run = _csv_run(row, index, tuple(columns), location)
+            entries.append(_entry(run, offset))
+            given.update(run.record.columns)
+            for metric in run.single:
+                single.setdefault(metric, location)
     except csv.Error as exc:
-        raise InputError.at(Location(path, line + 1), f"malformed CSV: {exc}") from None
-    return runs, header_at
+        raise InputError.at(Location(shown, line + 1), f"malformed CSV: {exc}") from None
+    return Export(
+        shown, path, "csv", tuple(entries), header_at, frozenset(given), single, tuple(columns), tuple(names)
+    )
+
+
+def _index(names: Sequence[str]) -> dict[str, int]:
+    return {name: i for i, name in enumerate(names)}
 
 
 def _header_col(header: list[str], index: int) -> int:
@@ -235,14 +371,14 @@ def _columns(names: list[str], path: str) -> list[_Column]:
 
 
 def _csv_run(
-    row: list[str], index: Mapping[str, int], columns: list[_Column], location: Location
+    row: list[str], index: Mapping[str, int], columns: Sequence[_Column], location: Location
 ) -> ImportedRun:
     run_id = row[index["run_id"]].strip()
     if not run_id:
         raise InputError.at(location, "run_id is empty", dotted="run_id", hint="every run needs a unique id")
     commit = row[index["commit"]].strip() or None
     trusted = _trusted(row[index["trusted"]], location) if "trusted" in index else True
-    series: dict[str, dict[int, Point]] = {}
+    by_metric: dict[str, tuple[list[int], list[float]]] = {}
     single: set[str] = set()
     for column in columns:
         raw = row[column.index]
@@ -250,24 +386,40 @@ def _csv_run(
             continue
         name = column.metric if column.step is None else f"{column.metric}@{column.step}"
         value = _number(raw, location, name)
-        step = SINGLE_STEP if column.step is None else column.step
         if column.step is None:
             single.add(column.metric)
-        series.setdefault(column.metric, {})[step] = Point(step, value, raw.strip(), location)
+        steps, values = by_metric.setdefault(column.metric, ([], []))
+        steps.append(SINGLE_STEP if column.step is None else column.step)
+        values.append(value)
     return ImportedRun(
         run_id=run_id,
         created_at=parse_date(row[index["date"]], location),
         commit=commit,
         trusted=trusted,
-        record=_record(series, location.path),
+        record=_record({m: _sorted(steps, values) for m, (steps, values) in by_metric.items()}, location),
         single=frozenset(single),
         location=location,
     )
 
 
-def _record(series: Mapping[str, Mapping[int, Point]], path: str) -> Record:
-    return Record.of_points(
-        {m: [points[s] for s in sorted(points)] for m, points in sorted(series.items())}, (path,)
+def _sorted(steps: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+    if all(a < b for a, b in itertools.pairwise(steps)):
+        return steps, values
+    order = sorted(range(len(steps)), key=steps.__getitem__)
+    return [steps[i] for i in order], [values[i] for i in order]
+
+
+def _record(series: Mapping[str, tuple[list[int], list[float]]], location: Location) -> Record:
+    """A run's record: each metric's steps (ascending) and values as a column, every value located at the
+    run's row or line."""
+    return Record(
+        MappingProxyType(
+            {
+                metric: Column(steps, values, values, [location] * len(steps))
+                for metric, (steps, values) in sorted(series.items())
+            }
+        ),
+        (location.path,),
     )
 
 
@@ -283,11 +435,13 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return obj
 
 
-def _lines(text: str, path: str) -> Iterator[tuple[Location, dict[str, object]]]:
+def _objects(lines: Iterable[str], path: str) -> Iterator[tuple[Location, dict[str, object]]]:
+    """Each non-blank line's JSON object, with its location (`lines` counts them)."""
     decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
-    for number, line in enumerate(text.split("\n"), start=1):
+    for line in lines:
         if not line.strip():
             continue
+        number = lines.number if isinstance(lines, _Lines) else 0
         location = Location(path, number)
         try:
             obj = decoder.decode(line)
@@ -299,64 +453,105 @@ def _lines(text: str, path: str) -> Iterator[tuple[Location, dict[str, object]]]
             raise InputError.at(location, f"malformed JSON: {exc}", hint=SHAPE_HINT) from None
         if type(obj) is not dict:
             raise InputError.at(location, "the line is not a JSON object", hint=SHAPE_HINT)
-        yield location, obj
+        # A literal true or false among the values (beyond the run's `trusted`) takes the careful path.
+        booleans = line.count("true") + line.count("false") > (type(obj.get("trusted")) is bool)
+        yield location, obj if not booleans else {**obj, _CAREFUL: True}
 
 
-def _jsonl(text: str, path: str) -> tuple[list[ImportedRun], dict[str, Location]]:
-    runs: list[ImportedRun] = []
+# Marks an object whose line holds booleans somewhere, which the fast path for pairs would read as 1 or 0.
+_CAREFUL = "\0careful"
+
+
+def _scan_jsonl(lines: _Lines, path: Path, shown: str) -> Export:
+    entries: list[Entry] = []
     first_seen: dict[str, Location] = {}
-    for location, obj in _lines(text, path):
-        unknown = sorted(set(obj) - JSONL_KEYS)
-        if unknown:
-            raise InputError.at(
-                location,
-                f"unknown key {json.dumps(unknown[0])}",
-                hint=f'the keys are {", ".join(sorted(JSONL_KEYS))}; metrics go under "metrics"',
-            )
-        for key in ("run_id", "date", "metrics"):
-            if key not in obj:
-                raise InputError.at(location, f'the line has no "{key}"', hint=SHAPE_HINT)
-        run_id, date, commit = obj["run_id"], obj["date"], obj.get("commit")
-        if type(run_id) is not str or not run_id.strip():
-            raise InputError.at(location, "run_id must be a non-empty string", dotted="run_id")
-        if type(date) is not str:
-            raise InputError.at(
-                location, "date must be an ISO 8601 string", dotted="date", hint='e.g. "2024-05-01"'
-            )
-        if commit is not None and type(commit) is not str:
-            raise InputError.at(location, "commit must be a string or null", dotted="commit")
-        trusted = obj.get("trusted", True)
-        if type(trusted) is not bool:
-            raise InputError.at(location, "trusted must be true or false", dotted="trusted")
-        metrics = obj["metrics"]
-        if type(metrics) is not dict:
-            raise InputError.at(location, "metrics must be an object of metric: value", dotted="metrics")
-        series: dict[str, dict[int, Point]] = {}
-        single: set[str] = set()
-        for metric, given in metrics.items():
+    single: dict[str, Location] = {}
+    offset = lines.start()
+    for location, obj in _objects(lines, shown):
+        run = _jsonl_run(obj, location, shown)
+        entries.append(_entry(run, offset))
+        for metric in run.record.columns:
             first_seen.setdefault(metric, location)
-            dotted = f"metrics.{metric}"
-            if type(given) is list:
-                series[metric] = _pairs(given, location, dotted)
-            else:
-                single.add(metric)
-                series[metric] = {SINGLE_STEP: _json_point(SINGLE_STEP, given, location, dotted)}
-        runs.append(
-            ImportedRun(
-                run_id=run_id.strip(),
-                created_at=parse_date(date, location),
-                commit=(commit.strip() or None) if commit is not None else None,
-                trusted=trusted,
-                record=_record(series, path),
-                single=frozenset(single),
-                location=location,
-            )
+        for metric in run.single:
+            single.setdefault(metric, location)
+        offset = lines.start()
+    return Export(shown, path, "jsonl", tuple(entries), first_seen, frozenset(first_seen), single)
+
+
+def _jsonl_run(obj: dict[str, object], location: Location, path: str) -> ImportedRun:
+    careful = obj.pop(_CAREFUL, False)
+    unknown = sorted(set(obj) - JSONL_KEYS)
+    if unknown:
+        raise InputError.at(
+            location,
+            f"unknown key {json.dumps(unknown[0])}",
+            hint=f'the keys are {", ".join(sorted(JSONL_KEYS))}; metrics go under "metrics"',
         )
-    return runs, first_seen
+    for key in ("run_id", "date", "metrics"):
+        if key not in obj:
+            raise InputError.at(location, f'the line has no "{key}"', hint=SHAPE_HINT)
+    run_id, date, commit = obj["run_id"], obj["date"], obj.get("commit")
+    if type(run_id) is not str or not run_id.strip():
+        raise InputError.at(location, "run_id must be a non-empty string", dotted="run_id")
+    if type(date) is not str:
+        raise InputError.at(
+            location, "date must be an ISO 8601 string", dotted="date", hint='e.g. "2024-05-01"'
+        )
+    if commit is not None and type(commit) is not str:
+        raise InputError.at(location, "commit must be a string or null", dotted="commit")
+    trusted = obj.get("trusted", True)
+    if type(trusted) is not bool:
+        raise InputError.at(location, "trusted must be true or false", dotted="trusted")
+    metrics = obj["metrics"]
+    if type(metrics) is not dict:
+        raise InputError.at(location, "metrics must be an object of metric: value", dotted="metrics")
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    single: set[str] = set()
+    for metric, given in metrics.items():
+        dotted = f"metrics.{metric}"
+        if type(given) is list:
+            series[metric] = (not careful and _fast_pairs(given)) or _pairs(given, location, dotted)
+        else:
+            single.add(metric)
+            series[metric] = ([SINGLE_STEP], [_json_number(given, location, dotted)])
+    return ImportedRun(
+        run_id=run_id.strip(),
+        created_at=parse_date(date, location),
+        commit=(commit.strip() or None) if commit is not None else None,
+        trusted=trusted,
+        record=_record(series, location),
+        single=frozenset(single),
+        location=location,
+    )
 
 
-def _pairs(given: list[object], location: Location, dotted: str) -> dict[int, Point]:
-    points: dict[int, Point] = {}
+def _fast_pairs(given: list[object]) -> tuple[list[int], list[float]] | None:
+    """`[[step, value], ...]` of JSON numbers only, whole steps >= 0 given once: the steps in order and
+    their values, read as arrays; None for anything else, which `_pairs` reads (and names the error of)."""
+    try:
+        pairs_ = cast(list[list[object]], given)  # checked here, at C speed: anything else is a TypeError
+        if set(map(len, pairs_)) - {2} or set(map(type, itertools.chain.from_iterable(pairs_))) - {
+            int,
+            float,
+        }:
+            return None
+        pairs = np.array(given, np.float64).reshape(-1, 2)
+    except (TypeError, ValueError, OverflowError):  # not pairs, or an integer beyond the float range
+        return None
+    steps, values = pairs[:, 0], pairs[:, 1]
+    if len(steps) and not (
+        np.isfinite(steps).all() and steps.min() >= 0 and steps.max() <= MAX_STEP and (steps % 1 == 0).all()
+    ):
+        return None
+    order = np.argsort(steps, kind="stable")
+    ordered = steps[order]
+    if (ordered[1:] == ordered[:-1]).any():
+        return None
+    return ordered.astype(np.int64).tolist(), values[order].tolist()
+
+
+def _pairs(given: list[object], location: Location, dotted: str) -> tuple[list[int], list[float]]:
+    points: dict[int, float] = {}
     for i, pair in enumerate(given):
         if type(pair) is not list or len(pair) != 2:
             raise InputError.at(
@@ -375,19 +570,19 @@ def _pairs(given: list[object], location: Location, dotted: str) -> dict[int, Po
             raise InputError.at(
                 location, f"step {step} is given twice", dotted=dotted, hint="give each step once"
             )
-        points[step] = _json_point(step, pair[1], location, dotted)
-    return points
+        points[step] = _json_number(pair[1], location, dotted)
+    steps = sorted(points)
+    return steps, [points[step] for step in steps]
 
 
-def _json_point(step: int, value: object, location: Location, dotted: str) -> Point:
+def _json_number(value: object, location: Location, dotted: str) -> float:
     if type(value) is float or type(value) is int:
         try:
-            number = float(value)
+            return float(value)
         except OverflowError:  # an integer beyond the float range, as JSON reads 1e400
-            number = math.inf if value > 0 else -math.inf
-        return Point(step, number, json.dumps(value), location)
+            return math.inf if value > 0 else -math.inf
     if type(value) is str and value.lower() in NONFINITE:
-        return Point(step, NONFINITE[value.lower()], json.dumps(value), location)
+        return NONFINITE[value.lower()]
     raise InputError.at(
         location,
         f"{shorten(json.dumps(value))} is not a number",

@@ -23,7 +23,7 @@ from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
-from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store
 from gatecfg.textio import check_writable, write_text
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.write_policy import ci_job, write_refusal
@@ -169,11 +169,9 @@ def _rekeys(
     return warnings
 
 
-def _points(
-    results: Sequence[GateVerdicts], series: str, test: str
-) -> dict[CoordinateSpec, list[StoredPoint]]:
+def _points(results: Sequence[GateVerdicts], series: str, test: str) -> dict[CoordinateSpec, PointColumns]:
     """Every selected value, tracked ones included, with its verdict; a missing value stores nothing."""
-    points: dict[CoordinateSpec, list[StoredPoint]] = {}
+    points: dict[CoordinateSpec, PointColumns] = {}
     for r in results:
         spec = CoordinateSpec(
             coordinate=r.coordinate,
@@ -184,9 +182,9 @@ def _points(
             constraint_key=r.gate.constraint_key,
         )
         # The band alone, not the reason: a nightly stores 40,000 of them.
-        stored = r.stored_points()
-        if stored:
-            points.setdefault(spec, []).extend(stored)
+        stored = r.stored_columns()
+        if len(stored):
+            points[spec] = stored
     return points
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from gatecfg.analysis.backfill import backfill, stored_timeline
-from gatecfg.analysis.backtest import stored_runs
+from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, with_current_trust
+from gatecfg.analysis.backtest import stored_run
 from gatecfg.analysis.importer import read_export
 from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.keys import series_key
@@ -17,46 +17,48 @@ from gatecfg.terminal import stage
 
 def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mapping[str, str]) -> int:
     resolved = load_tree(gates).test(test)
+    # The whole export is checked before the store is touched; it is then read again as it is written.
     with stage("gatecfg import", f"reading {display_path(path)}"):
         export = read_export(path, display_path(path))
+    check_shapes(resolved, export)
     series = series_key(test, labels)
+    plan = Backfill(resolved, series, labels, export)
     # A backfill is how a history starts: it may create the store, as a nightly `--write` does.
     with Store.open(db, create=True) as store:
         # Run ids are unique across the whole store, so a clash with another test's run is a mistake
         # (the wrong --test, or an export of another test), while one of this series is a re-import.
-        known = {row.run.run_id: row for row in store.runs()}
-        for run in export.runs:
-            other = known.get(run.run_id)
+        known = store.runs_by_id([entry.run_id for entry in export.entries])
+        for entry in export.entries:
+            other = known.get(entry.run_id)
             if other is not None and (other.run.test, other.run.series_key) != (test, series):
                 raise InputError.at(
-                    run.location,
-                    f"run_id `{run.run_id}` is already stored for test `{other.run.test}`"
+                    entry.location,
+                    f"run_id `{entry.run_id}` is already stored for test `{other.run.test}`"
                     + (f" with labels {dict(other.run.labels)}" if other.run.test == test else ""),
                     dotted="run_id",
                     hint="check --test and --series, or give this export's runs their own ids",
                 )
-        fresh = tuple(run for run in export.runs if run.run_id not in known)
-        this_series = [row for row in reversed(store.runs(test=test)) if row.run.series_key == series]
-        when = {row.run.run_id: (row.run.created_at, row.trusted) for row in this_series}
-        stored = [
-            (when[run.run_id][0], run, when[run.run_id][1])
-            for run in stored_runs(store, test, [g.metric for g in resolved.gates])
-            if run.run_id in when
-        ]
-        with stage("gatecfg import", f"replaying {len(export.runs):,} runs with the gates"):
-            plan = backfill(resolved, series, labels, export, stored_timeline(stored), already_stored=known)
-        with stage("gatecfg import", f"writing {len(plan.runs):,} runs in one transaction"):
-            written = store.write_runs(plan.runs) if plan.runs else []
+        fresh = [entry for entry in export.entries if entry.run_id not in known]
+        check_runs(resolved, fresh)
+        written: list[bool] = []
+        if fresh:
+            # The series' stored runs, oldest first, read as the replay reaches their time.
+            stored = (
+                (row.run.created_at, with_current_trust(stored_run(row, values), row.trusted))
+                for row, values in store.run_values(
+                    test=test, metrics=[g.metric for g in resolved.gates], series_key=series
+                )
+            )
+            with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):
+                written = store.write_runs(plan.runs(stored, already_stored=known))
         url = store.url
-    skipped = len(export.runs) - sum(written)
-    values = sum(len(points) for _, stored_points in plan.runs for points in stored_points.values())
-    coordinates = {spec.coordinate for _, stored_points in plan.runs for spec in stored_points}
+    skipped = len(export.entries) - sum(written)
     print(f"imported {sum(written)} run(s) of {test} from {export.path} into {url}")
     if fresh:
-        trusted = sum(run.trusted for run in fresh)
+        trusted = sum(entry.trusted for entry in fresh)
         print(
             f"  {fresh[0].created_at:%Y-%m-%d} to {fresh[-1].created_at:%Y-%m-%d}: {trusted} trusted, "
-            f"{len(fresh) - trusted} untrusted; {values} values at {len(coordinates)} coordinate(s)"
+            f"{len(fresh) - trusted} untrusted; {plan.values} values at {len(plan.coordinates)} coordinate(s)"
         )
     if skipped:
         print(f"  {skipped} run(s) already stored, skipped (importing again never duplicates values)")

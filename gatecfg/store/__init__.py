@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 from gatecfg.store.rows import (
+    STATUSES,
     Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
+    PointColumns,
     RunInfo,
     RunRow,
     Status,
     StoredPoint,
+    ValueColumns,
 )
 from gatecfg.store.store import Store
 
 __all__ = [
+    "STATUSES",
     "Baseline",
     "CoordinateSpec",
     "CoordinateSummary",
     "HistoryRow",
+    "PointColumns",
     "RunInfo",
     "RunRow",
     "Status",
     "Store",
     "StoredPoint",
+    "ValueColumns",
 ]

@@ -126,7 +126,13 @@ def _sqlite_begin(connection: Connection) -> None:
 
 
 def _postgresql_engine(url: URL) -> Engine:
-    connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    # No server-side prepared statements: behind a pooler in transaction mode (PgBouncer, the way hundreds
+    # of CI runners share one server) a statement psycopg prepared on one server connection is unknown on
+    # the next. A CI process runs each statement a few times at most, so preparing would gain nothing.
+    connect_args["prepare_threshold"] = None
     try:
         return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ImportError:
@@ -166,14 +172,11 @@ def driver_rows(conn: Connection, statement: sa.Select[Any]) -> Sequence[Any]:
     """The rows of `statement` as the DBAPI cursor's tuples, without a SQLAlchemy Row per row (which costs
     more than the database does at hundreds of thousands of rows).
 
-    The statement is compiled by SQLAlchemy and run with exec_driver_sql, which keeps the connection's
-    transaction and error handling; only the rows skip the Row objects.
+    Executed by SQLAlchemy, so that its compiled cache serves every evaluation after the first (an
+    expanding IN list keeps one compiled form whatever its length) and the connection's transaction and
+    error handling apply; only the rows skip the Row objects.
     """
-    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    # A tuple, not a list, for positional parameters: exec_driver_sql reads a list as many parameter sets.
-    args: Any = tuple(params[name] for name in compiled.positiontup or ()) if compiled.positional else params
-    result = conn.exec_driver_sql(str(compiled), args)
+    result = conn.execute(statement)
     try:
         return result.cursor.fetchall() if result.cursor is not None else []
     finally:

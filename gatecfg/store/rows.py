@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
+# A status as a small integer where values are read in bulk: its index here.
+STATUSES: tuple[Status, ...] = ("pass", "fail", "tracked", "cold", "error")
 Baseline = Literal["trusted", "nightly"]
 
 
@@ -36,6 +41,71 @@ class StoredPoint:
     ref: float | None
     lo: float | None
     hi: float | None
+
+
+@dataclass(frozen=True)
+class PointColumns:
+    """A run's points at one coordinate as parallel columns, the shape bulk writes take: a run of 40,000
+    values, or an import of millions, builds no object per value. None in refs, los, his as in
+    `StoredPoint`."""
+
+    steps: Sequence[int]
+    values: Sequence[float]
+    statuses: Sequence[Status]
+    refs: Sequence[float | None]
+    los: Sequence[float | None]
+    his: Sequence[float | None]
+
+    @classmethod
+    def of_points(cls, points: Sequence[StoredPoint]) -> PointColumns:
+        return cls(
+            [p.step for p in points],
+            [p.value for p in points],
+            [p.status for p in points],
+            [p.ref for p in points],
+            [p.lo for p in points],
+            [p.hi for p in points],
+        )
+
+    def points(self) -> list[StoredPoint]:
+        return [
+            StoredPoint(*row)
+            for row in zip(self.steps, self.values, self.statuses, self.refs, self.los, self.his, strict=True)
+        ]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass(frozen=True, eq=False)
+class ValueColumns:
+    """A run's stored values of one quantity (metric, steps_key) as arrays, in step order: the value (NaN
+    as NaN) and its status's index in STATUSES. Runs that hold the same steps share one steps array."""
+
+    steps: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float64]
+    statuses: npt.NDArray[np.int8]
+
+    @classmethod
+    def of(cls, values: Mapping[int, float], status: Status) -> ValueColumns:
+        """The columns of `{step: value}`, every value with `status`."""
+        steps = sorted(values)
+        return cls(
+            np.array(steps, np.int64),
+            np.array([values[s] for s in steps], np.float64),
+            np.full(len(steps), STATUSES.index(status), np.int8),
+        )
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def status_at(self, step: int) -> Status | None:
+        """The status of the value at `step`; None where there is none."""
+        at = int(np.searchsorted(self.steps, step))
+        return STATUSES[self.statuses[at]] if at < len(self.steps) and self.steps[at] == step else None
+
+    def status_list(self) -> list[Status]:
+        return [STATUSES[code] for code in self.statuses.tolist()]
 
 
 @dataclass(frozen=True)

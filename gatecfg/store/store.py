@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -28,13 +28,11 @@ from gatecfg.store.engine import (
 from gatecfg.store.links import Carry
 from gatecfg.store.rows import (
     Baseline,
-    CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
     RunInfo,
     RunRow,
-    Status,
-    StoredPoint,
+    ValueColumns,
 )
 from gatecfg.store.tables import runs
 from gatecfg.windows import Baselines
@@ -113,20 +111,20 @@ class Store:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
 
-    def write_run(self, run: RunInfo, points: Mapping[CoordinateSpec, Sequence[StoredPoint]]) -> bool:
+    def write_run(self, run: RunInfo, points: writes.Points) -> bool:
         """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
             [stored] = writes.write_runs(conn, [(run, points)], where=self.url)
             return stored
 
-    def write_runs(
-        self, items: Sequence[tuple[RunInfo, Mapping[CoordinateSpec, Sequence[StoredPoint]]]]
-    ) -> list[bool]:
+    def write_runs(self, items: Iterable[tuple[RunInfo, writes.Points]]) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
 
-        Per run as `write_run`: False, writing nothing for it, when its run id is already stored.
+        `items` is consumed as it is written, in bounded batches: an import streams its runs through here.
+        Per run as `write_run`: False, writing nothing for it, when its run id is already stored. On
+        SQLite the transaction holds the store's write lock until the last run is written.
         """
-        with self._errors(f"write {len(items)} runs to the history store"), self._writer.begin() as conn:
+        with self._errors("write runs to the history store"), self._writer.begin() as conn:
             return writes.write_runs(conn, items, where=self.url)
 
     def baselines(
@@ -246,14 +244,21 @@ class Store:
                 conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit
             )
 
-    def test_values(
-        self, *, test: str, metrics: Sequence[str]
-    ) -> Iterator[tuple[str, str, str, int, float, Status]]:
-        """(run_id, metric, steps_key, step, value, status) of every stored value of these metrics of a
-        test (see `reads.test_values`), read a coordinate at a time as the caller goes: millions of them
-        never sit in memory at once."""
+    def run_values(
+        self, *, test: str, metrics: Sequence[str], series_key: str | None = None
+    ) -> Iterator[tuple[RunRow, dict[tuple[str, str], ValueColumns]]]:
+        """Every stored run of `test` (of one series, or all), oldest first, with its values of `metrics`
+        as arrays per (metric, steps_key) (see `reads.run_values`), read a batch of runs at a time as the
+        caller goes: millions of values never sit in memory at once unless the caller keeps them."""
         with self._errors("read the history store"), self._engine.connect() as conn:
-            yield from reads.test_values(conn, test=test, metrics=metrics)
+            listed = reads.keyed_runs(conn, test=test, series_key=series_key)
+            for row, values in reads.run_values(conn, listed, test=test, metrics=metrics):
+                yield cast(RunRow, row), values
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """The stored runs among `run_ids`, by run id."""
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return reads.runs_by_id(conn, run_ids)
 
     def runs(self, *, test: str | None = None) -> list[RunRow]:
         """Stored runs, newest first."""
