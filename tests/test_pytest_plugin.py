@@ -96,7 +96,14 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
     assert f"FAILED {GOOD}" not in result.stdout.str()
 
 
-def test_docs_show_the_output_of_a_real_run(project: pytest.Pytester) -> None:
+def test_docs_show_the_output_of_a_real_run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest cuts the short summary to the terminal's width, except on CI (it reads `CI`/`BUILD_NUMBER`):
+    # an 80-column terminal off CI, as the docs show, wherever this suite runs.
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
     text = (REPO / "docs" / "pytest.md").read_text(encoding="utf-8")
     [shown] = re.findall(r"```text\n(.*?)```", text, re.DOTALL)
     result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
