@@ -17,7 +17,11 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
-   over the statistics and directions. Block statistics, standardised alike, share one pooled spread.
+   over the directions, half to the mean over all steps and half over the blocks. The blocks' half is
+   divided not by their count but by the number of independent tests they are worth (Li and Ji's
+   eigenvalue count on their correlation across the past nights): overlapping blocks, and steps tied by
+   AR noise or a shared shift, are fewer tests than blocks. Block statistics share one pooled spread,
+   with the degrees of freedom of as many blocks as that correlation leaves independent.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
 (all of them when only the mean did); the statistic described is the one that went furthest toward its
@@ -145,8 +149,14 @@ class Null:
             thresholds = [centre[0] + _t_quantile(a_all, n - 1) * spread[0] * inflate]
             if blocks:
                 pooled = math.sqrt(float(np.mean(spread[1:] ** 2)))
-                a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / blocks
-                q = _t_quantile(a_block, (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width)))
+                correlation = _block_correlation(matrix[1:])
+                a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / _effective_tests(correlation)
+                # The pooled spread brings n - 1 degrees of freedom per independent block: the mean of
+                # `blocks` variance estimates correlated by r (r squared between the estimates) is worth
+                # blocks^2 / sum(r^2) of them.
+                worth = blocks * blocks / float(np.sum(correlation**2))
+                df = (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width), max(1, int(worth)))
+                q = _t_quantile(a_block, df)
                 thresholds += list(centre[1:] + q * pooled * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
         return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, tuple(found))
@@ -200,6 +210,31 @@ def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> Flo
         else:
             stats += list(total / width)
     return np.array(stats)
+
+
+def _block_correlation(blocks: FloatArray) -> FloatArray:
+    """The correlation matrix of the block statistics (rows; the past nights in the columns). The noise
+    along a run is taken as stationary: the correlation of two blocks is the mean over all pairs the same
+    number of strides apart (a matrix from 20 nights alone is mostly noise)."""
+    count = len(blocks)
+    centred = blocks - blocks.mean(axis=1, keepdims=True)
+    norms = np.sqrt((centred**2).sum(axis=1, keepdims=True))
+    centred = centred / np.where(norms > 0, norms, 1.0)
+    pairs = centred @ centred.T
+    by_lag = np.array([1.0] + [float(np.mean(np.diagonal(pairs, lag))) for lag in range(1, count)])
+    return by_lag[np.abs(np.subtract.outer(np.arange(count), np.arange(count)))]
+
+
+def _effective_tests(correlation: FloatArray) -> float:
+    """How many independent tests statistics with this correlation matrix are worth: Li and Ji's (2005)
+    count over its eigenvalues, each adding 1 if it is at least 1 plus its fractional part. Overlapping
+    blocks, and steps correlated by AR noise or a shift shared by the night, are worth fewer tests than
+    there are blocks, and the Bonferroni split over them is that much less conservative. Between 1 and
+    the number of statistics."""
+    count = len(correlation)
+    # Rounded: an eigenvalue a hair under an integer (19 - 1e-14) must not lose almost 1 to the floor.
+    eigen = np.round(np.abs(np.linalg.eigvalsh(correlation)), 9)
+    return float(np.clip(np.sum((eigen >= 1.0) + eigen - np.floor(eigen)), 1.0, count))
 
 
 def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:

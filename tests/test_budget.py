@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from gatecfg.budget import MIN_NIGHTS, _t_quantile, decide
+from gatecfg.budget import (
+    MIN_NIGHTS,
+    _block_correlation,
+    _blocks,
+    _effective_tests,
+    _statistics,
+    _t_quantile,
+    decide,
+)
 from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
@@ -62,6 +70,50 @@ def test_a_three_sigma_shift_of_every_step_fails_the_night(steps: int) -> None:
         for i in range(21, len(nights))
     )
     assert caught == 50
+
+
+def ar1_nights(nights: int, steps: int, seed: int, rho: float = 0.9) -> np.ndarray:
+    """Noise correlated across neighbouring steps: AR(1) with unit marginal variance around a curve."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((nights, steps))
+    for s in range(1, steps):
+        noise[:, s] = rho * noise[:, s - 1] + np.sqrt(1 - rho * rho) * noise[:, s]
+    return np.linspace(2.0, 1.0, steps) + 0.1 * noise
+
+
+def block_statistics(history: np.ndarray) -> np.ndarray:
+    """The block statistics of every past night of a window (steps x nights), as the rule computes them."""
+    z = (history - history.mean(axis=1, keepdims=True)) / history.std(axis=1, keepdims=True)
+    starts, width = _blocks(history.shape[0])
+    return _statistics(z, starts, width)[1:]
+
+
+def test_correlated_blocks_count_as_fewer_tests_than_independent_ones() -> None:
+    independent = block_statistics(np.random.default_rng(0).standard_normal((100, 20)))
+    correlated = block_statistics(ar1_nights(20, 100, seed=1).T)
+    blocks = len(independent)
+    repeated = np.tile(independent[:1], (blocks, 1))  # one statistic, many times
+
+    assert _effective_tests(_block_correlation(repeated)) == 1.0
+    # Half-overlapping blocks of independent steps are worth nearly as many tests as there are blocks;
+    # with rho 0.9 between neighbouring steps a block is strongly tied to the next ones.
+    assert _effective_tests(_block_correlation(independent)) > 0.8 * blocks
+    assert _effective_tests(_block_correlation(correlated)) < 0.7 * blocks
+
+
+@pytest.mark.parametrize("steps", [20, 100], ids=["20-steps", "100-steps"])
+def test_clean_correlated_nights_stay_within_budget_and_a_block_shift_is_seen(steps: int) -> None:
+    nights = ar1_nights(400 + 20, steps, seed=steps)
+    width = max(1, round(0.1 * steps))
+    fired = caught = 0
+    for i in range(20, len(nights)):
+        window = nights[i - 20 : i][::-1].T.copy()
+        fired += decide(nights[i], window, direction="up", alpha=0.01).fired
+        shifted = nights[i].copy()
+        shifted[steps // 2 : steps // 2 + width] += 0.5  # 5 sigma over a 10% block
+        caught += decide(shifted, window, direction="up", alpha=0.01).fired
+    assert fired < 12  # 4 expected at 1%; 12 or more: less than once in 2,000 runs
+    assert caught > 0.5 * 400
 
 
 def test_a_regression_confined_to_a_block_fails_that_block_and_names_it() -> None:
