@@ -680,7 +680,7 @@ def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
     work = gates.parent / "small"
     small_gates, small_record = _write_inputs(work, small)
     with _scratch(url, work, "small") as scratch:
-        with Store.open(scratch):
+        with Store.open(scratch, create=True):
             pass  # creates a SQLite store; a PostgreSQL scratch database was created at head
         export = _write_export(
             work / f"export-{small.runs}x{small.gates}x{small.steps}.jsonl", small, small.runs

@@ -35,6 +35,7 @@ def evaluate(
     series: Mapping[str, str] | None = None,
     branch: str | None = None,
     url: str | None = None,
+    require_history: bool = False,
     write_override: str | None = None,
 ) -> RunReport:
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
@@ -43,6 +44,8 @@ def evaluate(
     supported format). `db` defaults to `$GATECFG_DB_URL`, else `.gatecfg/history.db`; a bare path is a
     SQLite file. With `write`, the run is stored (the nightly). Provenance not given is read from the CI
     environment, as the CLI does; `GATECFG_ENFORCE=0` turns enforced gates into shadow gates here too.
+    A store that does not exist is a `StoreError` unless `write` (which creates a SQLite store); with
+    `require_history` (or the policy field), no stored run of the series makes `exit_code` 1.
     A write the base file's `policy.write` refuses for this CI job raises `InputError`, unless
     `write_override` gives the reason it is written anyway (stored with the run).
 
@@ -66,6 +69,7 @@ def evaluate(
             branch=branch,
             url=url,
             enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+            require_history=require_history,
             write_override=write_override,
         )
     )

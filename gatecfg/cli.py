@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gatecfg import __version__
 from gatecfg.errors import EXIT_BUG, GatecfgError, InputError, format_problems
 from gatecfg.escape import terminal
+from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
+SCHEMA_NAMES = ("base", "gatefile")  # gatecfg.commands.schema.SCHEMAS, named without importing pydantic
 DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
 
@@ -88,8 +90,9 @@ def build_parser() -> _Parser:
     parser = _Parser(
         prog="gatecfg",
         description="Declarative history gates for nightly ML training runs.",
-        epilog="docs: docs/index.md. exit codes: 0 ok, 1 an enforced gate failed, "
-        "2 invalid gate files/record/arguments, 3 history store unreachable, 70 a bug in gatecfg.",
+        epilog="`gatecfg COMMAND --help` explains a command with an example; `gatecfg demo` is a 1-minute "
+        "tour. exit codes: 0 ok, 1 an enforced gate failed, 2 invalid gate files/record/arguments, "
+        "3 history store missing or unreachable, 70 a bug in gatecfg.",
     )
     parser.add_argument("--version", action="version", version=f"gatecfg {__version__}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
@@ -128,7 +131,16 @@ def build_parser() -> _Parser:
         "gatecfg schema --check",
         _schema,
     )
-    p.add_argument("--check", action="store_true", help="exit 1 if the files are stale, write nothing")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="exit 1 if the files are stale, write nothing")
+    what.add_argument(
+        "--print",
+        dest="print_name",
+        choices=SCHEMA_NAMES,
+        metavar="NAME",
+        help="write one schema to stdout, for an editor or check-jsonschema: `base` (base.yaml files) or "
+        "`gatefile` (gate files)",
+    )
     p.add_argument("--dir", type=Path, default=Path("schema"), help="output folder (default: schema/)")
     p = _add(
         sub,
@@ -141,7 +153,16 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
     )
-    p.add_argument("--write", action="store_true", help="store the run into history (nightlies only)")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="store the run into history (nightlies only); the first one creates a SQLite store",
+    )
+    p.add_argument(
+        "--require-history",
+        action="store_true",
+        help="exit 1 when the store holds no run of this series (default: a notice, every gate cold)",
+    )
     p.add_argument(
         "--override-write-policy",
         metavar="REASON",
@@ -226,14 +247,15 @@ def build_parser() -> _Parser:
     p = _add(
         sub,
         "demo",
-        "Seed a SQLite history from the bundled nightlies, then evaluate a regressed PR run.",
+        "A tour: seed a SQLite history from bundled nightlies, then evaluate a regressed PR run.",
         "gatecfg demo",
         _demo,
     )
-    _gates_option(p)
-    p.add_argument("--examples", type=Path, default=Path("examples"), help="default: examples/")
     p.add_argument(
-        "--db-file", type=Path, default=Path(".gatecfg/demo.db"), help="default: .gatecfg/demo.db (recreated)"
+        "--db-file",
+        type=Path,
+        default=Path(".gatecfg/demo.db"),
+        help="default: .gatecfg/demo.db (recreated; the demo's gates and records are unpacked beside it)",
     )
 
     p = _add(sub, "db", "Manage the history store.", "gatecfg db upgrade --db postgresql+psycopg://...", _db)
@@ -274,7 +296,7 @@ def _history(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from gatecfg.commands.demo import demo
 
-    return demo(gates=args.gates, examples=args.examples, db_file=args.db_file)
+    return demo(db_file=args.db_file)
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -327,6 +349,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         series=_labels(args.series),
         branch=args.branch,
         url=args.url,
+        require_history=args.require_history,
         write_override=_override(args),
     )
     return print_report(report, outputs, summary)
@@ -358,6 +381,7 @@ def _lint(args: argparse.Namespace) -> int:
 
     if args.max_false_alarm is None:
         return lint(args.paths, gates=args.gates, fmt=args.format)
+    require("analytics", "gatecfg lint --max-false-alarm")
     return lint(
         args.paths,
         gates=args.gates,
@@ -378,6 +402,7 @@ def _shift(text: str) -> Shift:
 
 
 def _backtest(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg backtest")
     from gatecfg.commands.backtest import backtest_command
 
     return backtest_command(
@@ -398,8 +423,10 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from gatecfg.commands.schema import schema
+    from gatecfg.commands.schema import print_schema, schema
 
+    if args.print_name is not None:
+        return print_schema(args.print_name)
     return schema(directory=args.dir, check=args.check)
 
 
@@ -467,7 +494,13 @@ def _analytics(sub: argparse._SubParsersAction[_Parser]) -> None:
         "gatecfg import --test tests/e2e/test_foo_ci.py exports/nightlies.csv",
         _import,
     )
-    p.add_argument("file", type=Path, metavar="FILE", help="a .csv or .jsonl export (see docs/analytics.md)")
+    p.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="a .csv export (header: run_id,date,commit[,trusted],METRIC or METRIC@STEP...) or a .jsonl "
+        'one ({"run_id", "date", "commit", "metrics": {METRIC: value | [[step, value], ...]}} a line)',
+    )
     p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
     _gates_option(p)
     _db_option(p)
@@ -526,6 +559,7 @@ def _allowance(text: str) -> float:
 
 
 def _regimes(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg regimes")
     from gatecfg.commands.regimes import regimes
 
     return regimes(
@@ -541,6 +575,7 @@ def _regimes(args: argparse.Namespace) -> int:
 
 
 def _rebaseline(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg rebaseline")
     from gatecfg.commands.rebaseline import rebaseline
 
     return rebaseline(
@@ -567,6 +602,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    require("analytics", "gatecfg report")
     from gatecfg.commands.report import report
 
     return report(gates=args.gates, db=db_url(args.db), out=args.html, test=args.test, png=args.png)

@@ -27,6 +27,7 @@ _GATE = "gatecfg:"
 _SHADOW = "gatecfg-shadow-failure"
 _REKEY = "gatecfg-rekey"
 _UNGATED = "gatecfg-ungated"
+_NOTICE = "gatecfg-notice"
 
 
 @dataclass
@@ -144,6 +145,8 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
     except GatecfgError as exc:
         pytest.fail(f"gatecfg: {exc}", pytrace=False)
     failed = _record(item, test, report)
+    if report.exit_code and not failed:  # no stored history under require_history: the notice says so
+        failed = [f"  {note}" for note in report.notes]
     if failed:
         pytest.fail("\n".join([f"gatecfg: enforced gate failed ({test})", *failed]), pytrace=False)
 
@@ -168,6 +171,8 @@ def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
             item.user_properties.append((_SHADOW, f"{test}: {line.strip()}"))
     for warning in report.warnings:
         item.user_properties.append((_REKEY, f"{test}: {warning.message}"))
+    for note in report.notes:
+        item.user_properties.append((_NOTICE, f"{test}: {note}"))
     return failed
 
 
@@ -180,14 +185,19 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            kinds = (_SHADOW, _REKEY, _UNGATED)
+            kinds = (_SHADOW, _REKEY, _NOTICE, _UNGATED)
             self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.lines:
             return
         terminalreporter.write_sep("=", "gatecfg")
-        for kind, title in ((_SHADOW, "shadow gates failed (reported, not fatal)"), (_REKEY, "RE-KEY")):
+        titles = (
+            (_NOTICE, "no stored history"),
+            (_SHADOW, "shadow gates failed (reported, not fatal)"),
+            (_REKEY, "RE-KEY"),
+        )
+        for kind, title in titles:
             texts = [text for name, text in self.lines if name == kind]
             if texts:
                 terminalreporter.write_line(f"{title}:", yellow=True, bold=True)

@@ -9,7 +9,8 @@ Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks eac
 4. for `enforce` and `false_alarm` only: `policy.enforce` / `policy.false_alarm` along the same chain,
    nearest first;
 5. built-in: `enforce: false`, no `limits`, `tolerate: 0`, no `trials`; policy `window: 20`,
-   `min_history: 1`, `reference: mean`, `baseline: trusted`, `false_alarm: 0.01`.
+   `min_history: 1`, `reference: mean`, `baseline: trusted`, `false_alarm: 0.01`,
+   `require_history: false`.
 
 `steps` and `constraint` have no built-in: a gate that gets neither from 1-3 is an error.
 
@@ -45,6 +46,7 @@ from gatecfg.parse import parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
+YAML_SUFFIXES = (".yaml", ".yml")
 BUILTIN = "built-in default"
 BUILTIN_POLICY: Mapping[str, Any] = {
     "window": 20,
@@ -52,6 +54,7 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "enforce": False,
     "reference": "mean",
     "baseline": "trusted",
+    "require_history": False,
     "false_alarm": 0.01,
     "write": None,
 }
@@ -89,6 +92,7 @@ class Policy:
     sources: Mapping[str, str]
     reference: Reference = "mean"
     baseline: Baseline = "trusted"
+    require_history: bool = False
     false_alarm: float = BUILTIN_POLICY["false_alarm"]
     write: WritePolicy | None = None  # None: the CI's default branch, no pull requests
 
@@ -219,6 +223,20 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
     return tree
 
 
+def _require_gate_keys(doc: LoadedDoc) -> None:
+    """A mapping with neither `test:` nor `gates:` is some other YAML (CI config, compose file), not a gate
+    file with mistakes: one error that says so, rather than one per key."""
+    if not isinstance(doc.data, dict) or {"test", "gates"} & doc.data.keys():
+        return
+    keys = ", ".join(f"`{k}`" for k in list(doc.data)[:5]) + (", ..." if len(doc.data) > 5 else "")
+    raise InputError.at(
+        Location(doc.path, 1, 1),
+        f"not a gatecfg gate file: it has neither `test:` nor `gates:` (its keys: {keys or 'none'})",
+        hint="keep other YAML out of the gates folder, or narrow the paths (the hook's `files:`) to gate "
+        "files; a base file is named base.yaml",
+    )
+
+
 def _is_gate_file(path: Path) -> bool:
     """Whether `path` reads as a gate file; one that does not load at all is left to `base` to report."""
     try:
@@ -241,7 +259,7 @@ def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
     for folder, _dirs, names in os.walk(root, onerror=unreadable):
         for name in names:
             path = Path(folder) / name
-            if path.suffix not in {".yaml", ".yml"}:
+            if path.suffix not in YAML_SUFFIXES:
                 continue
             try:
                 path.stat()
@@ -370,6 +388,7 @@ class _Loader:
         try:
             doc = read_yaml(path, shown)
             self.docs[shown] = doc
+            _require_gate_keys(doc)
             model = parse_doc(doc, GateFile)
         except InputError as exc:
             self.problems.extend(exc.problems)
@@ -564,6 +583,7 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         sources=sources,
         reference=values["reference"],
         baseline=values["baseline"],
+        require_history=values["require_history"],
         false_alarm=values["false_alarm"],
         write=values["write"],
     )

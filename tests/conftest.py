@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from rekey_helpers import make_repo
 
+from gatecfg import terminal
 from gatecfg.store import Store
 
 PG_URL_VARIABLE = "GATECFG_TEST_PG_URL"
@@ -31,6 +32,16 @@ def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     would make the write policy refuse every `evaluate --write`); write-policy tests set what they need."""
     for variable in CI_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
+
+
+REPORT_WIDTH = 200
+
+
+@pytest.fixture(autouse=True)
+def report_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text reports fit the terminal; in-process tests read them at one width, whatever terminal runs
+    them (tests/test_terminal.py checks the width itself)."""
+    monkeypatch.setattr(terminal, "width", lambda: REPORT_WIDTH)
 
 
 @pytest.fixture(

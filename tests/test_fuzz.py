@@ -161,6 +161,8 @@ def tree() -> Iterator[Path]:
         (root / "gates" / "base.yaml").write_text(BASE, encoding="utf-8")
         (root / "gates" / "t.yaml").write_text(GATE_SEEDS[0], encoding="utf-8")
         (root / "record.jsonl").write_text('{"_step": 0, "train/grad_norm": 1.0}\n', encoding="utf-8")
+        # evaluate without --write never creates a store: make the empty one the examples read.
+        assert run_cli("db", "upgrade", "--db", f"sqlite:///{root / 'history.db'}").code == 0
         yield root
 
 

@@ -145,7 +145,9 @@ def test_a_gate_without_history_still_gets_its_figure(tmp_path: Path) -> None:
     (gates / "base.yaml").write_text("version: 1\n")
     (gates / "t.yaml").write_text("test: t\ngates:\n  m:\n    steps: last\n    constraint: null\n")
     out = tmp_path / "site"
-    result = run_cli("report", "--html", out, "--gates", gates, "--db", f"sqlite:///{tmp_path / 'h.db'}")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    assert run_cli("db", "upgrade", "--db", db).code == 0  # an empty store: report never creates one
+    result = run_cli("report", "--html", out, "--gates", gates, "--db", db)
     assert result.code == 0, result.err
     text = _page(out).read_text()
     assert text.count('<figure class="gate-plot"') == 1

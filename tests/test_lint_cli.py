@@ -233,3 +233,108 @@ def test_paths_inside_and_outside_gates_in_one_run_are_all_checked() -> None:
     result = run_cli("lint", "gates/c/inherit.yaml", "elsewhere/y.yaml")
     assert result.code == 2
     assert sorted(_error_files(result.out)) == ["elsewhere/y.yaml", "gates/c/inherit.yaml"]
+
+
+# -- paths as pre-commit passes them --------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("broken_tree")
+@pytest.mark.parametrize(
+    "path", ["gates/megatron/does_not_exist.yaml", "does_not_exist.yaml", "no/such/folder"], ids=str
+)
+def test_a_path_that_does_not_exist_is_an_error_and_nothing_else_is_linted(path: str) -> None:
+    result = run_cli("lint", path)
+    assert result.code == 2
+    assert result.out.splitlines() == [f"{path}: error: no such file or folder"]
+    assert result.err == "gatecfg lint: 0 files checked, 1 error\n"
+
+
+@pytest.mark.usefixtures("broken_tree")
+def test_a_given_file_that_is_not_yaml_is_an_error() -> None:
+    write({"gates/notes.txt": "hello\n"})
+    result = run_cli("lint", "gates/ok.yaml", "gates/notes.txt")
+    assert result.code == 2
+    assert result.out.splitlines()[0] == "gates/notes.txt: error: is not a YAML file (.yaml or .yml)"
+
+
+@pytest.mark.usefixtures("broken_tree")
+def test_a_yaml_file_that_is_not_a_gate_file_is_one_clear_error() -> None:
+    write({"gates/compose.yml": "services:\n  web:\n    image: nginx\n"})
+    result = run_cli("lint", "gates/compose.yml")
+    assert result.code == 2
+    assert result.out.splitlines()[0] == (
+        "gates/compose.yml:1:1: error: not a gatecfg gate file: it has neither `test:` nor `gates:` "
+        "(its keys: `services`)"
+    )
+    assert result.err == "gatecfg lint: 2 files checked, 1 error\n"  # and gates/base.yaml
+
+
+CI_TREE = {
+    "ci/gates/base.yaml": BASE,
+    "ci/gates/megatron/one_liner.yaml": GOOD.format(name="one"),
+    "ci/gates/megatron/bad.yaml": "test: tests/bad.py\ngates:\n  eval/score:\n",
+    "ci/gates/nested/base.yaml": "version: 1\nextends: ../base.yaml\n",
+    "ci/gates/nested/deep/x.yaml": GOOD.format(name="x"),
+}
+
+
+@pytest.fixture
+def ci_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository whose gates live under ci/gates/ (not the default gates/), with the cwd at its top."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()  # the top of the repository: the search for a gates root stops here
+    write(CI_TREE)
+    return tmp_path
+
+
+@pytest.mark.usefixtures("ci_tree")
+@pytest.mark.parametrize(
+    ("path", "checked"),
+    [("ci/gates/megatron/one_liner.yaml", 3), ("ci/gates/nested/deep/x.yaml", 3)],
+    ids=["direct", "extends"],
+)
+def test_a_file_outside_the_default_gates_finds_its_base_file_by_walking_up(path: str, checked: int) -> None:
+    result = run_cli("lint", path)
+    assert (result.code, result.out) == (0, ""), result.out
+    # the file and every base file of its tree
+    assert result.err == f"gatecfg lint: {checked} files checked, 0 errors\n"
+
+
+def test_the_gates_root_is_found_whatever_the_working_directory(
+    ci_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = ci_tree / "ci" / "gates" / "megatron"
+    monkeypatch.chdir(elsewhere)
+    assert run_cli("lint", "one_liner.yaml").code == 0
+    monkeypatch.chdir(ci_tree.parent)
+    assert run_cli("lint", str(ci_tree / "ci/gates/nested/deep/x.yaml")).code == 0
+
+
+@pytest.mark.usefixtures("ci_tree")
+def test_each_error_is_reported_once_however_the_paths_overlap() -> None:
+    # A base file that extends nothing starts a gates root of its own, inside the outer one: two trees
+    # that both hold standalone/bad.yaml.
+    write(
+        {"ci/gates/standalone/base.yaml": BASE, "ci/gates/standalone/bad.yaml": "test: t\ngates: {m: {}}\n"}
+    )
+    result = run_cli(
+        "lint",
+        "ci/gates/base.yaml",
+        "ci/gates/megatron/bad.yaml",
+        "ci/gates/megatron",
+        "ci/gates/megatron/",
+        "ci/gates/standalone/bad.yaml",
+    )
+    assert result.code == 2
+    assert _error_files(result.out) == ["ci/gates/megatron/bad.yaml", "ci/gates/standalone/bad.yaml"]
+    assert (
+        "eval/score` is a one-liner but no base file has defaults for it (searched: ci/gates/base.yaml)"
+        in (result.out)
+    )
+    assert result.err == "gatecfg lint: 7 files checked, 2 errors\n"
+
+
+@pytest.mark.usefixtures("ci_tree")
+def test_gates_option_names_the_root_explicitly() -> None:
+    result = run_cli("lint", "--gates", "ci/gates", "ci/gates/nested/deep/x.yaml")
+    assert (result.code, result.out) == (0, "")

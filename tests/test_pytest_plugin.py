@@ -190,3 +190,20 @@ def test_a_test_that_fails_by_itself_is_not_judged(project: pytest.Pytester) -> 
     result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
     result.stdout.fnmatch_lines([f"FAILED {REGRESSED}::test_train - AssertionError: the train*"])
     assert "enforced gate failed" not in result.stdout.str()
+
+
+def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a_failure(
+    project: pytest.Pytester,
+) -> None:
+    assert run_cli("db", "upgrade", "--db", project.path / "empty.db").code == 0
+    args = ("--gatecfg-gates", "gates", "--gatecfg-db", "empty.db", "-p", "no:cacheprovider")
+    noticed = project.runpytest_subprocess(*args)
+    noticed.assert_outcomes(passed=2)
+    noticed.stdout.fnmatch_lines(
+        ["no stored history:", f"  {GOOD}: NOTICE: no stored history for series {GOOD}*"]
+    )
+    with (project.path / "gates" / "base.yaml").open("a", encoding="utf-8") as base:
+        base.write("  require_history: true\n")  # under the policy: block that BASE ends with
+    required = project.runpytest_subprocess(*args)
+    required.assert_outcomes(failed=2)
+    required.stdout.fnmatch_lines(["*NOTICE: no stored history for series*failing: history is required*"])

@@ -235,7 +235,7 @@ def _store_steps(db: str, values: dict[int, list[float]], *, untrust: str | None
         "null",
     )
     count = len(next(iter(values.values())))
-    with Store.open(db) as store:
+    with Store.open(db, create=True) as store:
         for i in range(count):
             info = RunInfo(
                 run_id=f"r{i}",

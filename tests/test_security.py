@@ -182,6 +182,9 @@ def test_every_evaluate_report_keeps_a_printable_name_as_data(tmp_path: Path, na
     (tmp_path / "r.jsonl").write_text(json.dumps({"_step": 0, f"eval/{name}": 0.5}) + "\n")
     base = ["evaluate", "--gates", gates, "--test", f"tests/{name}", "--record", tmp_path / "r.jsonl"]
     base += ["--db", f"sqlite:///{tmp_path / 'h.db'}", "--run-id", f"run `{name}`", "--commit", name]
+    assert (
+        run_cli("db", "upgrade", "--db", f"sqlite:///{tmp_path / 'h.db'}").code == 0
+    )  # no --write: no store made
     outputs = {fmt: run_cli(*base, "--format", fmt).out for fmt in ("text", "github", "markdown", "junit")}
     assert not [line for line in outputs["text"].splitlines() if line.startswith("::")]
     for line in outputs["github"].splitlines():

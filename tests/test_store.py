@@ -127,7 +127,7 @@ def write_nightlies(store: Store, values_by_day: Mapping[int, Mapping[int, float
 def test_first_use_of_a_sqlite_path_creates_the_file_and_migrates_it(tmp_path: Path) -> None:
     path = tmp_path / "not" / "yet" / "history.db"
 
-    with Store.open(f"sqlite:///{path}"):
+    with Store.open(f"sqlite:///{path}", create=True):
         pass
 
     with sqlite3.connect(path) as conn:
@@ -200,7 +200,7 @@ def test_concurrent_first_opens_of_one_sqlite_file_all_succeed(tmp_path: Path) -
 
     def open_and_write(n: int) -> None:
         try:
-            with Store.open(url) as store:
+            with Store.open(url, create=True) as store:
                 results.append(store.write_run(run_info(f"r{n}", day=n), {REWARD: points({0: 1.0})}))
         except BaseException as exc:
             results.append(exc)

@@ -3,13 +3,11 @@ failures, false-alarm rates and estimates, the drift of the reference, and the r
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gatecfg.analysis.backtest import Against, GateReport, Shift, Tally, backtest, stored_runs
@@ -18,6 +16,7 @@ from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
 from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
+from gatecfg.terminal import stage, text_console
 
 FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
 
@@ -51,7 +50,10 @@ def backtest_command(
             )
     reports: list[GateReport] = []
     runs_seen = 0
-    with Store.open(db) as store:
+    with (
+        Store.open(db) as store,
+        stage("gatecfg backtest", f"replaying {len(tests)} test(s)", total=len(tests)) as advance,
+    ):
         for resolved in tests:
             against: Against = "recorded"
             metrics = {g.metric for g in resolved.gates}
@@ -62,6 +64,7 @@ def backtest_command(
             runs = stored_runs(store, resolved.test, sorted(metrics))
             runs_seen += len(runs)
             reports += backtest(resolved, runs, against=against, metric=metric, inject=inject)
+            advance(1)
         url = store.url
     compared = "recorded" if base is None else base
     if fmt_name == "json":
@@ -101,7 +104,7 @@ def _text(
     *,
     inject: Shift | None,
 ) -> str:
-    console = Console(file=io.StringIO(), width=200, color_system=None, highlight=False)
+    console = text_console()
     against = (
         "the verdicts recorded when each run was evaluated"
         if compared == "recorded"

@@ -5,16 +5,31 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ruamel.yaml import YAML
 
 from gatecfg.commands.evaluate import Request, banner, run_evaluation
-from gatecfg.errors import EXIT_OK, InputError
+from gatecfg.errors import EXIT_OK
 from gatecfg.report import render
 
 DEMO_TEST = "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_ci.py"
 REKEYED = "train/ppo_kl"
+
+
+def _unpack(source: Traversable, into: Path) -> Path:
+    """Copy a folder of package data to a real folder: evaluate reads files by path, and the commands the
+    demo prints must work when the user runs them."""
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    for item in source.iterdir():
+        if item.is_dir():
+            _unpack(item, into / item.name)
+        else:
+            (into / item.name).write_bytes(item.read_bytes())
+    return into
 
 
 def _pr_gates(gates: Path, into: Path) -> Path:
@@ -31,15 +46,15 @@ def _pr_gates(gates: Path, into: Path) -> Path:
     return into
 
 
-def demo(*, gates: Path, examples: Path, db_file: Path) -> int:
-    nightlies = sorted((examples / "nightly").glob("kimi_k3_4layer_night*.jsonl"))
-    pr_record = examples / "pr" / "kimi_k3_4layer_regressed.jsonl"
-    if not nightlies or not pr_record.is_file():
-        raise InputError.at(
-            str(examples),
-            "the bundled example records are missing",
-            hint="run `gatecfg demo` from the root of the gatecfg repository (it reads examples/ and gates/)",
-        )
+def demo(*, db_file: Path) -> int:
+    """Everything the demo reads is package data (gatecfg/data/demo), unpacked beside `db_file`: the demo
+    runs from any folder after `pip install gatecfg`."""
+    work = db_file.parent / "demo"
+    bundled = resources.files("gatecfg") / "data" / "demo"
+    gates = _unpack(bundled / "gates", work / "gates")
+    records = _unpack(bundled / "records", work / "records")
+    nightlies = sorted((records / "nightly").glob("kimi_k3_4layer_night*.jsonl"))
+    pr_record = records / "pr" / "kimi_k3_4layer_regressed.jsonl"
     db_file.unlink(missing_ok=True)  # the demo owns this file: every demo starts from empty history
     db = f"sqlite:///{db_file}"
     say = sys.stderr.write
@@ -58,7 +73,7 @@ def demo(*, gates: Path, examples: Path, db_file: Path) -> int:
             )
         )
         say(f"   {record.name}: {'trusted' if report.run.trusted else 'untrusted'}\n")
-    pr_gates = _pr_gates(gates, db_file.parent / "demo-gates")
+    pr_gates = _pr_gates(gates, work / "gates-pr")
     say(
         "\n2. judging a PR run against that history (no --write: a PR never enters history).\n"
         f"   The PR also made `{REKEYED}` guard both directions (budget: up -> both) in "
@@ -81,6 +96,6 @@ def demo(*, gates: Path, examples: Path, db_file: Path) -> int:
         "  - rollout/raw_reward and perf/actor_train_mfu are TRACKED: stored and compared, never failing.\n"
         f"\nThe history lives in {db_file}; try:\n"
         f"  gatecfg history --db {db} --test {DEMO_TEST} --metric train/grad_norm --step 5\n"
-        f"  gatecfg resolve --test {DEMO_TEST}\n"
+        f"  gatecfg resolve --gates {gates} --test {DEMO_TEST}\n"
     )
     return EXIT_OK

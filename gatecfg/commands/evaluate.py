@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gatecfg import __version__
-from gatecfg.errors import InputError
+from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.escape import terminal
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
@@ -42,6 +42,7 @@ class Request:
     branch: str | None = None
     url: str | None = None
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
+    require_history: bool = False  # --require-history; the policy field `require_history` does the same
     write_override: str | None = None  # --override-write-policy REASON, stored with the run
 
 
@@ -58,7 +59,8 @@ def run_evaluation(req: Request) -> RunReport:
         for gate in resolved.gates
     ]
     origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
-    with Store.open(req.db) as store:
+    # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold.
+    with Store.open(req.db, create=req.write) as store:
         baselines = store.baselines(
             [c for _, c, _ in selected],
             window=resolved.policy.window,
@@ -67,6 +69,12 @@ def run_evaluation(req: Request) -> RunReport:
         )
         results = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
         warnings = _rekeys(store, resolved, series, results)
+        # A gate with history proves the series has some; only an all-cold run pays for the query.
+        unseen = not any(r.has_history for r in results) and not store.has_runs(
+            series, exclude_run_id=origin.run_id
+        )
+        required = req.require_history or resolved.policy.require_history
+        notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
         is_trusted = trusted(results)
         stored = False
         if req.write:
@@ -101,10 +109,22 @@ def run_evaluation(req: Request) -> RunReport:
             ),
             results=results,
             warnings=warnings,
-            exit_code=exit_code(results),
+            exit_code=EXIT_GATE_FAILED if unseen and required else exit_code(results),
             store=store.url,
             enforce_disabled=not req.enforce,
+            notes=notes,
         )
+
+
+def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    series = f"{test} ({shown})" if shown else test
+    consequence = (
+        "failing: history is required (--require-history / policy.require_history)"
+        if required
+        else "every gate is cold and cannot fail; the first nightly `--write` starts the history"
+    )
+    return f"NOTICE: no stored history for series {series} in {store}: {consequence}"
 
 
 def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
@@ -201,6 +221,8 @@ def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
 
 def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO | None) -> int:
     """The banner, the reports and the step summary of an evaluation; returns its exit code."""
+    for note in report.notes:
+        print(f"gatecfg evaluate: {terminal(note)}", file=sys.stderr)
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import Band, fmt
@@ -16,6 +14,7 @@ from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.store import HistoryRow, Store
 from gatecfg.store.links import Carry
+from gatecfg.terminal import text_console
 
 
 def history(
@@ -124,7 +123,7 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
             fmt(p.ref) if p.ref is not None else "-",
             band,
         )
-    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False)
+    console = text_console()
     console.print(table)
     if limit is not None and len(rows) == limit:
         console.print(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")

@@ -12,16 +12,19 @@ from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree
 from gatecfg.store import Store
+from gatecfg.terminal import stage
 
 
 def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mapping[str, str]) -> int:
     resolved = load_tree(gates).test(test)
     # The whole export is checked before the store is touched; it is then read again as it is written.
-    export = read_export(path, display_path(path))
+    with stage("gatecfg import", f"reading {display_path(path)}"):
+        export = read_export(path, display_path(path))
     check_shapes(resolved, export)
     series = series_key(test, labels)
     plan = Backfill(resolved, series, labels, export)
-    with Store.open(db) as store:
+    # A backfill is how a history starts: it may create the store, as a nightly `--write` does.
+    with Store.open(db, create=True) as store:
         # Run ids are unique across the whole store, so a clash with another test's run is a mistake
         # (the wrong --test, or an export of another test), while one of this series is a re-import.
         known = store.runs_by_id([entry.run_id for entry in export.entries])
@@ -46,7 +49,8 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
                     test=test, metrics=[g.metric for g in resolved.gates], series_key=series
                 )
             )
-            written = store.write_runs(plan.runs(stored, already_stored=known))
+            with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):
+                written = store.write_runs(plan.runs(stored, already_stored=known))
         url = store.url
     skipped = len(export.entries) - sum(written)
     print(f"imported {sum(written)} run(s) of {test} from {export.path} into {url}")

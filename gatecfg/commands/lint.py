@@ -7,8 +7,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.errors import EXIT_INPUT, EXIT_OK, Location, Problem, format_problems
-from gatecfg.resolve import ResolvedTest, is_base_file, load_tree
+from gatecfg.errors import EXIT_INPUT, EXIT_OK, InputError, Location, Problem, format_problems
+from gatecfg.resolve import BASE_NAME, YAML_SUFFIXES, ResolvedTest, is_base_file, load_tree
+from gatecfg.yamlio import read_yaml
 
 
 def lint(
@@ -32,7 +33,7 @@ def lint(
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors
         also = f"{warnings} warning{'s' * (warnings != 1)}, " if warnings else ""
-        counted = f"{checked} file{'s' * (checked != 1)}"
+        counted = f"{len(checked)} file{'s' * (len(checked) != 1)}"
         summary = f"gatecfg lint: {counted} checked, {also}{errors} error{'s' * (errors != 1)}"
         print(summary, file=sys.stderr)
     return EXIT_INPUT if any(p.severity == "error" for p in problems) else EXIT_OK
@@ -44,18 +45,20 @@ def find_problems(paths: Sequence[Path], *, gates: Path) -> list[Problem]:
     return _check(paths, gates)[0]
 
 
-def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], int, list[ResolvedTest]]:
+def _check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], set[str], list[ResolvedTest]]:
+    """The problems of the selected files (each once), the files checked, and their resolved tests."""
     problems: list[Problem] = [p for path in paths if (p := _not_lintable(path)) is not None]
     lintable = [path for path in paths if _not_lintable(path) is None]
-    checked = 0
-    tests: list[ResolvedTest] = []
+    checked: set[str] = set()
+    tests: dict[str, ResolvedTest] = {}
     # Paths given, none of them lintable: their problems are the answer, not the whole --gates tree.
-    for root, files in _roots(lintable, gates) if lintable or not paths else []:
+    for root, files in (_roots(lintable, gates) if lintable or not paths else {}).items():
         tree = load_tree(root)
-        checked += sum(_selected(f, files) for f in tree.files)
+        checked.update(f for f in tree.files if _selected(f, files))
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
-        tests += [t for t in tree.tests.values() if _selected(t.file, files)]
-    return problems, checked, tests
+        tests.update((t.file, t) for t in tree.tests.values() if _selected(t.file, files))
+    # Two paths under one root, or a folder and a file in it, must not report an error twice.
+    return list(dict.fromkeys(problems)), checked, list(tests.values())
 
 
 def _over_budget(
@@ -89,31 +92,49 @@ def _over_budget(
     return warnings
 
 
-def _roots(paths: Sequence[Path], gates: Path) -> list[tuple[Path, set[str] | None]]:
-    """Group the given paths by the gates root that resolves them; None selects a whole tree.
+def _roots(paths: Sequence[Path], gates: Path) -> dict[Path, set[str] | None]:
+    """Group the given paths by the gates root that resolves them (None selects a whole tree).
 
-    A path inside `--gates` is resolved against it (its base files live there); any other folder
-    is a gates root of its own, and any other file is resolved against its own folder. A changed base
-    file selects its whole tree: any gate file may inherit it, directly or through `extends:`.
+    A path inside `--gates` is resolved against it. Any other path is resolved against its own gates
+    root (`gates_root`), whatever the working directory: pre-commit passes the changed files of a tree
+    that may live anywhere, e.g. `ci/gates/`. A changed base file selects its whole tree: any gate file
+    may inherit it, directly or through `extends:`.
     """
     if not paths:
-        return [(gates, None)]
+        return {gates: None}
     groups: dict[Path, set[str] | None] = {}
     gates_root = gates.resolve()
     for path in paths:
         full = path.resolve()
-        if full.is_relative_to(gates_root):
-            root = gates
-        elif path.is_dir():
-            root = path
-        else:
-            root = path.parent
+        root = gates_root if full.is_relative_to(gates_root) else gates_root_of(full)
         selection = groups.setdefault(root, set())
-        if (path.is_dir() and full == root.resolve()) or is_base_file(full):
+        if (full.is_dir() and full == root) or is_base_file(full):
             groups[root] = None
         elif selection is not None:
             selection.add(str(full))
-    return list(groups.items())
+    return groups
+
+
+def gates_root_of(path: Path) -> Path:
+    """The gates root of a path outside `--gates`: the nearest folder at or above it whose base.yaml
+    extends no other file (the top of its inheritance chain), searched up to the top of the git
+    repository; without one, the path's own folder."""
+    start = path if path.is_dir() else path.parent
+    for folder in (start, *start.parents):
+        base = folder / BASE_NAME
+        if base.is_file() and not _extends(base):
+            return folder
+        if (folder / ".git").exists():
+            break
+    return start
+
+
+def _extends(base: Path) -> bool:
+    try:
+        data = read_yaml(base).data
+    except InputError:
+        return False  # a broken base file is a root of its own: its errors are reported there
+    return isinstance(data, dict) and data.get("extends") is not None
 
 
 def _not_lintable(path: Path) -> Problem | None:
@@ -126,7 +147,7 @@ def _not_lintable(path: Path) -> Problem | None:
             return Problem(Location(shown), f"is a link to {os.readlink(path)}, which does not exist")
         if not path.exists():
             return Problem(Location(shown), "no such file or folder")
-        if path.suffix not in (".yaml", ".yml"):
+        if path.suffix not in YAML_SUFFIXES:
             return Problem(
                 Location(shown),
                 "is not a YAML file (.yaml or .yml)",

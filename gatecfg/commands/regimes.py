@@ -3,7 +3,6 @@ the commit that opened each."""
 
 from __future__ import annotations
 
-import io
 import json
 import statistics
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.resolve import load_tree
 from gatecfg.store import Store
+from gatecfg.terminal import stage, text_console
 
 SHORT_SHA = 12
 STEPS_LISTED = 3  # a metric shifting at more steps than this is summarised in the text table
@@ -41,7 +41,10 @@ def regimes(
     series = series_key(test, labels)
     chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
     found: list[Regimes] = []
-    with Store.open(db) as store:
+    with (
+        Store.open(db) as store,
+        stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)) as advance,
+    ):
         for gate in chosen:
             by_step = gate_nights(store, gate, series)
             if not scan_all:
@@ -52,6 +55,7 @@ def regimes(
                 found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
                 break
             found += [find_regimes(gate.metric, s, analysable(nights)) for s, nights in by_step.items()]
+            advance(1)
     if scan_all:
         print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
     else:
@@ -61,7 +65,7 @@ def regimes(
 
 
 def _console() -> Console:
-    return Console(file=io.StringIO(), width=180, color_system=None, highlight=False)
+    return text_console()
 
 
 def _text(console: Console) -> str:

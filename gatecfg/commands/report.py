@@ -20,10 +20,12 @@ from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
 from gatecfg.select import step_ranges
 from gatecfg.store import RunRow, Store
+from gatecfg.terminal import stage
 from gatecfg.verdicts import STATUS_ORDER
 
 PAGES = "tests"
 SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+SLUG_CHARS = 60
 
 
 def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> int:
@@ -33,9 +35,13 @@ def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> i
     tests = [tree.test(test)] if test is not None else [tree.tests[name] for name in sorted(tree.tests)]
     writer = _Writer(out)
     views: list[TestView] = []
-    with Store.open(db) as store:
+    with (
+        Store.open(db) as store,
+        stage("gatecfg report", f"charting {len(tests)} test(s)", total=len(tests)) as advance,
+    ):
         for resolved in tests:
             views.append(_test_view(store, resolved, writer, png=png))
+            advance(1)
         url = store.url
     for view in views:
         writer.write(view.page, page_of_test(view, generated=__version__))
@@ -75,8 +81,16 @@ class _Writer:
 
 
 def _slug(text: str) -> str:
+    """A file-name-safe name: the trailing path components that fit in SLUG_CHARS, whole (the last one
+    at least, cut from the left if it alone is longer), and a digest of the full text that keeps it unique."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
-    return f"{SLUG.sub('_', text).strip('_')[-60:]}-{digest}"
+    parts = [SLUG.sub("_", part).strip("_") for part in text.split("/")]
+    kept = parts[-1][-SLUG_CHARS:]
+    for part in reversed(parts[:-1]):
+        if len(part) + 1 + len(kept) > SLUG_CHARS:
+            break
+        kept = f"{part}_{kept}" if part else kept
+    return f"{kept}-{digest}"
 
 
 def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) -> TestView:

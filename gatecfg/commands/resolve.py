@@ -54,5 +54,8 @@ def _literal(gate: ResolvedGate, name: str) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):  # tolerate, trials
         return f"{value:g}"
-    items = ", ".join(f"{k}: {v:g}" for k, v in value.literal().items())
+    # A number as `0.5`, a word (`budget: both`) as itself.
+    items = ", ".join(
+        f"{k}: {v:g}" if isinstance(v, int | float) else f"{k}: {v}" for k, v in value.literal().items()
+    )
     return "{" + items + "}"

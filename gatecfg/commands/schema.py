@@ -30,6 +30,13 @@ def render(model: type[BaseModel], name: str) -> str:
     return json.dumps(schema, indent=2, sort_keys=False) + "\n"
 
 
+def print_schema(name: str) -> int:
+    """One schema on stdout, by its short name (`base`, `gatefile`): the file name without .schema.json."""
+    file = f"{name}.schema.json"
+    sys.stdout.write(render(SCHEMAS[file], file))
+    return EXIT_OK
+
+
 def schema(*, directory: Path, check: bool) -> int:
     stale = []
     for name, model in SCHEMAS.items():

@@ -7,10 +7,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gatecfg.rekey import RekeyWarning
-from gatecfg.verdicts import GateVerdicts, Verdict
+if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
+    from gatecfg.rekey import RekeyWarning
+    from gatecfg.verdicts import GateVerdicts, Verdict
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
 
@@ -46,7 +47,7 @@ class RunReport:
     exit_code: int
     store: str
     enforce_disabled: bool = False
-    notes: Sequence[str] = field(default_factory=tuple)
+    notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:
@@ -90,6 +91,11 @@ def step_label(v: Verdict) -> str:
     if v.logged_step is None and v.step == -1:
         return str(v.gate.steps_key).strip('"')  # the metric is missing: no step was selected
     return "last" if v.step == -1 else str(v.step)
+
+
+def step_reason(v: Verdict) -> str:
+    """The reason without the status it may start with (`cold: ...`), for lines that show the status."""
+    return v.reason.removeprefix(f"{v.status}: ")
 
 
 def render(report: RunReport, fmt: str) -> str:

@@ -78,6 +78,7 @@ def document(report: RunReport) -> dict[str, Any]:
         },
         "summary": dict(sorted(report.counts().items())),
         "enforce_disabled": report.enforce_disabled,
+        "notes": list(report.notes),
         "verdicts": [verdict_json(v) for v in report.verdicts],
         "gates": [outcome_json(o) for o in report.results],
         "warnings": [w.as_json() for w in report.warnings],

@@ -6,13 +6,13 @@ from itertools import islice
 
 from gatecfg.errors import Location, Problem, Severity
 from gatecfg.escape import github_data
-from gatecfg.report import RunReport, role, step_label
+from gatecfg.report import RunReport, role, step_label, step_reason
 
 ANNOTATIONS_PER_GATE = 3
 
 
 def render_github(report: RunReport) -> str:
-    lines: list[str] = []
+    lines = [Problem(Location(report.gate_file), note, severity="warning").github() for note in report.notes]
     for result in report.results:
         if result.why is not None:
             problem = Problem(
@@ -28,7 +28,7 @@ def render_github(report: RunReport) -> str:
             how = role(result) + (f", within tolerate: {v.gate.tolerate}" if v.tolerated else "")
             problem = Problem(
                 Location(v.gate.file, v.gate.line),
-                f"{v.status} ({how}) at step {step}: {v.reason}",
+                f"{v.status} ({how}) at step {step}: {step_reason(v)}",
                 dotted=v.gate.metric,
                 severity=severity,
             )

@@ -22,6 +22,8 @@ def render_markdown(report: RunReport) -> str:
         f"commit {markdown_code(run.commit or '-')} · "
         f"{'written, ' + ('trusted' if run.trusted else '**untrusted**') if run.written else 'not written'}"
     )
+    for note in report.notes:
+        lines += ["", "> [!WARNING]", f"> {markdown_text(note)}"]
     if report.enforce_disabled:
         lines += ["", "> [!NOTE]", "> `GATECFG_ENFORCE=0`: enforced gates ran as shadow gates."]
     for warning in report.warnings:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gatecfg.band import fmt
 from gatecfg.escape import terminal
 from gatecfg.report import RunReport, band_label, role, step_label
+from gatecfg.terminal import text_console
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
 DETAIL_ROWS_PER_GATE = 10
@@ -23,9 +23,7 @@ def _pct(v: Verdict) -> str:
 
 
 def render_text(report: RunReport) -> str:
-    # markup=False: a name holding `[bold]` or `[/]` is text, not rich markup; `terminal` shows the
-    # control characters of names, run ids and reasons instead of sending them to the terminal.
-    console = Console(file=io.StringIO(), width=160, color_system=None, highlight=False, markup=False)
+    console = text_console()
     run = report.run
     console.print(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
@@ -34,6 +32,8 @@ def render_text(report: RunReport) -> str:
     )
     if report.enforce_disabled:
         console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
+    for note in report.notes:
+        console.print(terminal(note))
 
     attention = _attention(report.results)
     if attention:
@@ -42,17 +42,19 @@ def render_text(report: RunReport) -> str:
             table.add_column(column, overflow="fold")
         for result, shown, more in attention:
             metric = terminal(result.gate.metric)
-            for v in shown:
+            for row in shown:
+                v = row.verdict
+                single = row.steps == 1
                 table.add_row(
                     v.status.upper() + (" (tolerated)" if v.tolerated else ""),
                     role(result),
                     metric,
-                    step_label(v),
-                    fmt(v.value) if v.value is not None else "-",
+                    step_label(v) if single else f"{row.steps} steps",
+                    fmt(v.value) if v.value is not None and single else "-",
                     fmt(v.band.ref) if v.band.ref is not None else "-",
                     str(v.band.n),
                     band_label(v),
-                    _pct(v),
+                    _pct(v) if single else "",
                     # The columns already say why a band failed; other reasons need the words.
                     "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
                 )
@@ -82,25 +84,46 @@ def render_text(report: RunReport) -> str:
 
     for warning in report.warnings:
         console.print(terminal(f"WARNING re-key: {warning.message}"))
-    for note in report.notes:
-        console.print(terminal(note))
     console.print(terminal(_verdict_line(report)))
     return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
 
 
-def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list[Verdict], int]]:
-    """Per gate with steps that need attention: the first few (errors, then failures, then cold steps,
-    each by step) and how many more there are. Only the steps shown get their band and reason built."""
+@dataclass(frozen=True)
+class _Row:
+    verdict: Verdict  # the first step of the row
+    steps: int  # steps that share its status and reason
+
+
+def _attention(results: Sequence[GateVerdicts]) -> list[tuple[GateVerdicts, list[_Row], int]]:
+    """Per gate with steps that need attention: the first few rows (errors, then failures, then cold
+    steps, each by step) and how many more steps there are. Steps of one status and one reason are one
+    row ("8 steps cold: ..."). Only the first step of each row gets its band and reason built."""
     found = []
     for result in results:
         needing = sorted(
             (i for i, status in enumerate(result.statuses) if status in ("error", "fail", "cold")),
             key=lambda i: (STATUS_ORDER[result.statuses[i]], result.selection[i].step),
         )
-        if needing:
-            shown = [result[i] for i in needing[:DETAIL_ROWS_PER_GATE]]
-            found.append((result, shown, len(needing) - len(shown)))
+        groups: dict[object, list[int]] = {}
+        for i in needing:
+            groups.setdefault(_same_reason(result, i), []).append(i)
+        rows = [_Row(result[members[0]], len(members)) for members in groups.values()]
+        if rows:
+            shown = rows[:DETAIL_ROWS_PER_GATE]
+            found.append((result, shown, sum(r.steps for r in rows[len(shown) :])))
     return found
+
+
+def _same_reason(result: GateVerdicts, i: int) -> object:
+    """A key that two steps of a gate share exactly when their status and reason are the same, read without
+    building the reason: a cold step's reason depends only on how many baseline values it has, an error's
+    is the selection's message; a failure's quotes its value, so each is its own row."""
+    status = result.statuses[i]
+    if status == "cold":
+        return status, len(result.history(i))
+    if status == "error":
+        return status, result.selection[i].error
+    return status, i
 
 
 def _spread(result: GateVerdicts) -> str:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, closing
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
 from gatecfg.store import baselines, inventory, links, reads, writes
@@ -42,6 +44,7 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # The newest migration in MIGRATIONS (a test holds the two together) and the table Alembic records it in.
 SCHEMA_REVISION = "0004"
 VERSION_TABLE = "alembic_version"
+MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist')
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # Serialises concurrent `db upgrade`s on one PostgreSQL database (any constant shared by all gatecfgs).
 PG_UPGRADE_LOCK = 0x6761746563666701
@@ -56,14 +59,19 @@ class Store:
         self.url = url
 
     @classmethod
-    def open(cls, url: str, *, check_schema: bool = True) -> Store:
+    def open(cls, url: str, *, check_schema: bool = True, create: bool = False) -> Store:
         """Connect and make sure the schema is current.
 
-        An embedded SQLite store is created and migrated on first use. A PostgreSQL store at an older
-        revision is an error: the CI role should not need DDL rights, `gatecfg db upgrade` applies them.
-        `check_schema=False` is for that command, which opens a store in order to upgrade it.
+        A store that does not exist is an error (exit 3) unless `create`: a mistyped URL must never turn
+        into an empty history that judges every value cold. With `create` (the nightly `evaluate --write`,
+        `import`), a SQLite store is created and migrated on first use. A PostgreSQL store without the
+        current schema is an error either way: the CI role should not need DDL rights, `gatecfg db upgrade`
+        applies them. `check_schema=False` is for that command, which opens a store in order to create or
+        upgrade it.
         """
         parsed = parse_url(url)
+        if check_schema and not create:
+            _require_file(parsed)
         store = cls(create_engine(parsed), redact(parsed))
         try:
             current = store._current_revision()
@@ -148,6 +156,14 @@ class Store:
                 )
                 found.windows.update(Baselines.from_values(values).windows)
             return found
+
+    def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
+        """Whether any run of this series is stored (besides `exclude_run_id`, the run being judged)."""
+        query = sa.select(runs.c.pk).where(runs.c.series_key == series_key)
+        if exclude_run_id is not None:
+            query = query.where(runs.c.run_id != exclude_run_id)
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return conn.execute(query.limit(1)).first() is not None
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """Every stored key of one series and metric with its amount of history, most recent first."""
@@ -255,14 +271,29 @@ class Store:
     def _current_revision(self) -> str | None:
         """The schema revision Alembic recorded, read without importing Alembic, or None for a store with
         no gatecfg schema."""
-        hint = SQLITE_CONNECT_HINT if self._engine.dialect.name == "sqlite" else CONNECT_HINT
-        with self._errors("connect to the history store", hint=hint), self._engine.connect() as conn:
-            if not sa.inspect(conn).has_table(VERSION_TABLE):
-                return None
-            revision: str | None = conn.execute(
-                sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
-            ).scalar()
-            return revision
+        sqlite = self._engine.dialect.name == "sqlite"
+        hint = SQLITE_CONNECT_HINT if sqlite else CONNECT_HINT
+        try:
+            with self._errors("connect to the history store", hint=hint), self._engine.connect() as conn:
+                if not sa.inspect(conn).has_table(VERSION_TABLE):
+                    return None
+                revision: str | None = conn.execute(
+                    sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
+                ).scalar()
+                return revision
+        except StoreError as exc:
+            # The server's words (psycopg gives no SQLSTATE for a failed connection): a missing database
+            # is most often a typo in the URL, else a store nobody has created yet.
+            if sqlite or not MISSING_DATABASE.search(str(exc)):
+                raise
+            url = sa.make_url(self.url)
+            raise StoreError.at(
+                self.url,
+                exc.problems[0].message,
+                hint="check --db / GATECFG_DB_URL for a typo; else create the database "
+                f"(`createdb -h {url.host or 'localhost'} -U {url.username or 'postgres'} {url.database}`) "
+                f"and run `gatecfg db upgrade --db {self.url}`",
+            ) from exc
 
     def _reach_head(self, current: str | None) -> None:
         if current is not None and current not in _known_revisions():
@@ -280,6 +311,45 @@ class Store:
             f"the history store has {has}; this gatecfg needs revision {SCHEMA_REVISION}",
             hint=f"run `gatecfg db upgrade --db {self.url}` once, as a role that may create tables",
         )
+
+
+def _require_file(url: URL) -> None:
+    """A SQLite store must already exist as a file holding a gatecfg schema. Checked read-only before
+    the engine connects: connecting would create the file and its folder, and switch it to WAL."""
+    if url.get_backend_name() != "sqlite":
+        return
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.is_file():
+        raise StoreError.at(
+            redact(url),
+            "no history store at this URL: the file does not exist (nothing was created)",
+            hint=_create_hint(redact(url)),
+        )
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+            ).fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError.at(
+            redact(url), f"cannot read the history store: {exc}", hint=SQLITE_CONNECT_HINT
+        ) from None
+    if not found:
+        raise StoreError.at(
+            redact(url),
+            "no history store at this URL: the file holds no gatecfg schema (left as it was)",
+            hint=_create_hint(redact(url)),
+        )
+
+
+def _create_hint(url: str) -> str:
+    return (
+        "check --db / GATECFG_DB_URL for a typo; a new store is created by the first nightly "
+        f"`gatecfg evaluate ... --write` or by `gatecfg db upgrade --db {url}`"
+    )
 
 
 def _alembic_config() -> Config:

@@ -1,4 +1,4 @@
-"""Regenerate the bundled example records (deterministic): `python examples/generate.py`.
+"""Regenerate the demo's records (deterministic): `python gatecfg/data/demo/generate.py`.
 
 Twenty nightly runs of the 4-layer MoE e2e test, 8 logged steps each, and one PR run whose
 grad_norm blows up from step 5 on.
@@ -36,9 +36,9 @@ def main() -> None:
     rng = random.Random(20261130)
     for night in range(1, 21):
         rows = [row(rng, step) for step in range(STEPS)]
-        write(HERE / "nightly" / f"kimi_k3_4layer_night{night:02d}.jsonl", rows)
+        write(HERE / "records" / "nightly" / f"kimi_k3_4layer_night{night:02d}.jsonl", rows)
     rows = [row(rng, step, grad_scale=3.0 if step >= 5 else 1.0) for step in range(STEPS)]
-    write(HERE / "pr" / "kimi_k3_4layer_regressed.jsonl", rows)
+    write(HERE / "records" / "pr" / "kimi_k3_4layer_regressed.jsonl", rows)
 
 
 if __name__ == "__main__":

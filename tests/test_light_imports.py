@@ -1,0 +1,99 @@
+"""The light commands import no heavy library, and the analytics commands name their extra when it is missing.
+
+`lint` runs in pre-commit on every commit and `--help` is the first thing a user types: both must start
+in a fraction of a second, so they may not pull in numpy, SQLAlchemy or the analytics stack.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO, run_cli, subprocess_env
+from rekey_helpers import make_repo
+
+# Top-level packages that no light command may import.
+HEAVY = ("numpy", "sqlalchemy", "alembic", "scipy", "ruptures", "matplotlib", "PIL", "psycopg", "rich")
+
+# Runs one command in a fresh interpreter and prints the heavy packages it imported.
+PROBE = f"""
+import json, sys
+from gatecfg.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:  # --help exits through argparse
+    code = exc.code
+heavy = sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
+print(json.dumps({{"code": code, "heavy": heavy}}))
+"""
+
+
+def probe(cwd: Path, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=cwd,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--help"], id="help"),
+        pytest.param(["lint", "gates/"], id="lint"),
+        pytest.param(["lint", "gates/base.yaml", "--format", "json"], id="lint-file"),
+        pytest.param(["resolve", "--format", "json"], id="resolve"),
+        pytest.param(["schema", "--check"], id="schema"),
+        pytest.param(["diff", "--base", "main"], id="diff"),
+        pytest.param(["evaluate", "--help"], id="evaluate-help"),
+    ],
+)
+def test_light_command_imports_no_heavy_package(tmp_path: Path, args: list[str]) -> None:
+    root = make_repo(tmp_path / "repo")
+    (root / "schema").symlink_to(REPO / "schema")
+    result = probe(root, *args)
+    assert result == {"code": 0, "heavy": []}
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The probe itself works: `history` reads the store, so SQLAlchemy is loaded."""
+    root = make_repo(tmp_path / "repo")
+    result = probe(root, "history", "--test", "t", "--metric", "m", "--db", f"sqlite:///{tmp_path}/h.db")
+    assert "sqlalchemy" in result["heavy"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        pytest.param(["regimes", "--test", "t", "--metric", "m"], "gatecfg regimes", id="regimes"),
+        pytest.param(["rebaseline", "--test", "t"], "gatecfg rebaseline", id="rebaseline"),
+        pytest.param(["backtest"], "gatecfg backtest", id="backtest"),
+        pytest.param(["report", "--html", "site"], "gatecfg report", id="report"),
+        pytest.param(
+            ["lint", "--max-false-alarm", "0.05"], "gatecfg lint --max-false-alarm", id="lint-budget"
+        ),
+    ],
+)
+def test_analytics_command_without_the_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], command: str
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name == "ruptures" else real(name, *rest)
+    )
+    result = run_cli(*args)
+    assert (result.code, result.out) == (2, "")
+    assert result.err.splitlines() == [
+        f"{command}: error: needs the `analytics` extra, which is not installed (missing: ruptures)",
+        "  hint: pip install 'gatecfg[analytics]'",
+    ]

@@ -1,0 +1,166 @@
+"""Terminal manners: reports fit the terminal, steps that say the same thing are one row, long commands
+show signs of life on stderr, and the small mends of the report formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from helpers import run_cli, subprocess_env
+
+from gatecfg import terminal
+from gatecfg.commands.report import _slug
+
+WIDTH = terminal.width  # conftest fixes the width for every other test; these check the real one
+
+TEST = "tests/e2e/test_eight_ci.py"
+BASE = (
+    "version: 1\ndefaults:\n  train/grad_norm: {steps: all, constraint: {rel_up: 0.5, abs_floor_up: 0.1}}\n"
+)
+METRIC = "train/grad_norm"
+
+
+@pytest.fixture
+def gates(tmp_path: Path) -> Path:
+    root = tmp_path / "gates"
+    root.mkdir()
+    (root / "base.yaml").write_text(BASE, encoding="utf-8")
+    (root / "eight.yaml").write_text(f"test: {TEST}\ngates:\n  {METRIC}:\n", encoding="utf-8")
+    return root
+
+
+def record(path: Path, steps: int) -> Path:
+    path.write_text(
+        json.dumps({METRIC: [[s, 2.0 + 0.01 * s] for s in range(steps)]}) + "\n", encoding="utf-8"
+    )
+    return path
+
+
+def evaluate(gates: Path, rec: Path, db: str, *extra: str) -> str:
+    result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", rec, "--db", db, *extra)
+    assert result.code == 0, result.err
+    return result.out
+
+
+def attention_rows(out: str) -> list[list[str]]:
+    table = out.split("needs attention", 1)[1].split("\ngates", 1)[0]
+    return [line.split() for line in table.splitlines() if line.strip().startswith(("COLD", "FAIL", "ERROR"))]
+
+
+def test_a_cold_gate_is_one_row_not_one_per_step(tmp_path: Path, gates: Path, db: str) -> None:
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    [row] = attention_rows(out)
+    assert row[:5] == ["COLD", "shadow", METRIC, "8", "steps"]
+    assert " ".join(row).endswith("cold: 0 of min_history=1 trusted values; gates after 1 more nightly")
+
+
+def test_steps_with_different_reasons_stay_apart(tmp_path: Path, gates: Path, db: str) -> None:
+    evaluate(gates, record(tmp_path / "n.jsonl", 4), db, "--write", "--run-id", "night")
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    rows = attention_rows(out)
+    assert [r[:5] for r in rows] == [["COLD", "shadow", METRIC, "4", "steps"]]  # steps 0-3 pass
+
+
+def test_failing_steps_keep_a_row_each(tmp_path: Path, gates: Path, db: str) -> None:
+    evaluate(gates, record(tmp_path / "n.jsonl", 3), db, "--write", "--run-id", "night")
+    rec = tmp_path / "r.jsonl"
+    rec.write_text(json.dumps({METRIC: [[0, 9.0], [1, 9.5], [2, 2.0]]}) + "\n", encoding="utf-8")
+    rows = attention_rows(evaluate(gates, rec, db))
+    assert [(r[0], r[3]) for r in rows] == [("FAIL", "0"), ("FAIL", "1")]
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_the_text_report_fits_the_terminal(
+    tmp_path: Path, gates: Path, db: str, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    monkeypatch.setattr(terminal, "width", WIDTH)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    assert max(len(line) for line in out.splitlines()) <= columns
+
+
+def test_without_a_terminal_the_report_is_drawn_at_a_ci_log_width(
+    tmp_path: Path, gates: Path, db: str
+) -> None:
+    env = {k: v for k, v in subprocess_env().items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gatecfg", "evaluate", "--gates", str(gates), "--test", TEST, "--record",
+         str(record(tmp_path / "r.jsonl", 8)), "--db", db],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    widths = [len(line) for line in done.stdout.splitlines()]
+    assert 80 < max(widths) <= terminal.NOT_A_TTY_WIDTH
+
+
+def test_junit_and_github_say_the_status_once(tmp_path: Path, gates: Path, db: str) -> None:
+    rec = record(tmp_path / "r.jsonl", 2)
+    junit = ET.fromstring(evaluate(gates, rec, db, "--format", "junit").split("\n", 1)[1])
+    text = junit.findtext(".//system-out") or ""
+    assert text.startswith("step 0: cold: 0 of min_history=1")
+    assert "cold: cold:" not in text
+    github = evaluate(gates, rec, db, "--format", "github")
+    assert "at step 0: 0 of min_history=1" in github
+
+
+def test_markdown_shows_a_cold_band_as_a_dash(tmp_path: Path, gates: Path, db: str) -> None:
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 2), db, "--format", "markdown")
+    rows = [line for line in out.splitlines() if line.startswith("| 🧊 | `train/grad_norm` | 0 |")]
+    assert rows == ["| 🧊 | `train/grad_norm` | 0 | 2 | - | 0 | - | cold: 0 of min_history=1 trusted values; "
+                    "gates after 1 more nightly |"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("test", "name"),
+    [
+        pytest.param(
+            "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_lora_ci.py",
+            "e2e_megatron_model_scripts_test_kimi_k3_4layer_lora_ci.py",
+            id="whole-components",
+        ),
+        pytest.param("tests/t_ci.py", "tests_t_ci.py", id="short"),
+        pytest.param("x/" + "a" * 70 + ".py", "a" * 57 + ".py", id="one-long-name"),
+    ],
+)
+def test_html_page_names_keep_whole_path_components(test: str, name: str) -> None:
+    slug, _, digest = _slug(test).rpartition("-")
+    assert (slug, len(digest)) == (name, 8)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_stage_prints_a_line_every_few_seconds_without_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(terminal, "HEARTBEAT_S", 0.05)
+    out = io.StringIO()
+    with terminal.stage("gatecfg backtest", "replaying 3 test(s)", total=3, stream=out) as advance:
+        advance(2)
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2
+    assert lines[0].startswith("gatecfg backtest: replaying 3 test(s): 2/3 (")
+
+
+def test_a_quick_stage_prints_nothing_without_a_terminal() -> None:
+    out = io.StringIO()
+    with terminal.stage("gatecfg import", "reading x.csv", stream=out):
+        pass
+    assert out.getvalue() == ""
+
+
+def test_on_a_terminal_a_stage_draws_a_progress_bar_and_clears_it() -> None:
+    out = _Tty()
+    with terminal.stage("gatecfg report", "charting 2 test(s)", total=2, stream=out) as advance:
+        advance(1)
+        advance(1)
+    assert "gatecfg report: charting 2 test(s)" in out.getvalue()
