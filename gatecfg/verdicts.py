@@ -22,7 +22,7 @@ from gatecfg.band import (
     ragged_bands,
     tidy,
 )
-from gatecfg.budget import Decision, decide
+from gatecfg.budget import CLIP_Z, Decision, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
@@ -534,8 +534,11 @@ class Ruled:
         one = d.first == d.last
         sits, their = ("sits", "its") if one else ("sit on average", "their")
         above = "above" if d.direction == "up" else "below"
+        # Each step counts at most CLIP_Z scales when several are judged: at the cap the real distance
+        # is larger (the report's table shows each step's own).
+        capped = "at least " if judged > 1 and d.distance >= CLIP_Z else ""
         return (
-            f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} "
+            f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} {capped}"
             f"{d.distance:.2f} of {their} night-to-night scales {above} baseline{pct}, where a clean night "
             f"goes past {d.threshold:.2f} with probability {gate.false_alarm:g} "
             f"(budget rule, {d.nights} past nights)"

@@ -344,3 +344,17 @@ def test_the_t_quantile_agrees_with_scipy(df: int, upper: float) -> None:
     special = pytest.importorskip("scipy.special", reason="scipy (gatecfg[analytics]) is the reference")
     expected = float(special.stdtrit(df, 1.0 - upper))
     assert _t_quantile(upper, df) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_a_why_line_at_the_clip_says_at_least(seeded: tuple[Path, str, np.ndarray], tmp_path: Path) -> None:
+    gates, db, nights = seeded
+    sigma = nights.std(axis=0, ddof=1)
+    far = record(tmp_path / "pr.jsonl", nights[-1] + 40 * sigma)  # every step far beyond the +-5 clip
+    result = run_cli(
+        "evaluate", "--gates", gates, "--test", TEST, "--record", far, "--db", db, "--format", "json"
+    )
+    [gate] = json.loads(result.out)["gates"]
+    assert result.code == 1
+    assert (
+        f"all {STEPS} steps sit on average at least 5.00 of their night-to-night scales above" in gate["why"]
+    )
