@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gatecfg.analysis.backtest as backtest
+from gatecfg.analysis import backtest
 from gatecfg.analysis.backtest import Replayer, StoredRun, bulk_trust, replay
 from gatecfg.resolve import Policy, ResolvedTest, load_tree
 from gatecfg.store import ValueColumns
@@ -121,7 +121,7 @@ def judged_alone(test: ResolvedTest, runs: list[StoredRun], policy: Policy) -> l
     baseline=st.sampled_from(["trusted", "nightly"]),
 )
 def test_bulk_trust_is_the_trust_of_judging_each_run_alone(
-    test_gates: ResolvedTest, seed: int, nights: int, window: int, min_history: int, baseline: str
+    test_gates: ResolvedTest, *, seed: int, nights: int, window: int, min_history: int, baseline: str
 ) -> None:
     policy = dataclasses.replace(test_gates.policy, window=window, min_history=min_history, baseline=baseline)
     runs = history(test_gates, seed, nights)
