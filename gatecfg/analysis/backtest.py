@@ -142,7 +142,7 @@ def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
     return Selected(step, logged, None, reason, None)
 
 
-def _selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
+def stored_selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
     """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
     if stored is None:
         return Selection([], [], [], [], [])
@@ -308,7 +308,7 @@ class Replayer:
     def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
         selections = []
         for gate in self.test.gates:
-            chosen = _selection(gate, run.values.get((gate.metric, gate.steps_key)))
+            chosen = stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
             if chosen:
                 selections.append((gate, self._coordinates[gate.metric], chosen))
         return selections
@@ -403,7 +403,9 @@ def bulk_trust(test: ResolvedTest, runs: Sequence[StoredRun], policy: Policy) ->
     given = np.array([bool(run.trust_override) for run in runs])
     guess = np.where(hand, given, True)
     matrices = [
-        GateMatrix.of(gate, [_selection(gate, run.values.get((gate.metric, gate.steps_key))) for run in runs])
+        GateMatrix.of(
+            gate, [stored_selection(gate, run.values.get((gate.metric, gate.steps_key))) for run in runs]
+        )
         for gate in test.gates
         if gate.gated
     ]

@@ -19,12 +19,12 @@ in date order, one at a time, as the import writes them.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import dataclasses
 import itertools
 import json
 import math
-import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -104,8 +104,7 @@ class Export:
                 handle.seek(entry.offset)
                 lines = _Lines(handle, self.path, first_line=entry.location.line or 1)
                 if self.kind == "jsonl":
-                    location, obj, numbers = next(_objects(lines, self.path))
-                    yield _jsonl_run(obj, location, self.path, numbers)
+                    yield next(_runs(lines, self.path))
                 else:
                     reader = csv.reader(lines)
                     yield _csv_run(next(reader), _index(self.names), self.columns, entry.location)
@@ -437,32 +436,45 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return obj
 
 
-def _objects(lines: Iterable[str], path: str) -> Iterator[tuple[Location, dict[str, object], Numbers]]:
-    """Each non-blank line's JSON object, with its location (`lines` counts them) and what its lists of
-    pairs may hold (see `Numbers`)."""
+def _runs(lines: Iterable[str], path: str) -> Iterator[ImportedRun]:
+    """The run of each non-blank line (`lines` counts them)."""
     decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
     for line in lines:
         if not line.strip():
             continue
-        number = lines.number if isinstance(lines, _Lines) else 0
-        location = Location(path, number)
-        obj = _fast_object(line)
-        # orjson's object holds no string among its pairs (`_fast_object`); every null outside them too.
-        plain = obj is not None and line.count("null") == _shallow(obj)[1]
-        if obj is None:
-            try:
-                obj = decoder.decode(line)
-            except json.JSONDecodeError as exc:
-                raise InputError.at(
-                    Location(path, number, exc.colno), f"malformed JSON: {exc.msg}", hint=SHAPE_HINT
-                ) from None
-            except (ValueError, RecursionError) as exc:
-                raise InputError.at(location, f"malformed JSON: {exc}", hint=SHAPE_HINT) from None
-        if type(obj) is not dict:
-            raise InputError.at(location, "the line is not a JSON object", hint=SHAPE_HINT)
-        # A literal true or false among the values (beyond the run's `trusted`) takes the careful path.
-        booleans = line.count("true") + line.count("false") > (type(obj.get("trusted")) is bool)
-        yield location, obj, "booleans" if booleans else "numbers" if plain else "unknown"
+        location = Location(path, lines.number if isinstance(lines, _Lines) else 0)
+        run = None
+        fast = _fast_object(line)
+        if fast is not None:
+            # orjson's object holds no string among its pairs (`_fast_object`); every null outside them too.
+            plain = line.count("null") == _shallow(fast)[1]
+            # On an error, json's object names it: orjson reads an integer beyond 64 bits as a float.
+            with contextlib.suppress(InputError):
+                run = _jsonl_run(fast, location, path, _numbers(line, fast, plain=plain))
+        if run is None:
+            obj = _decoded(decoder, line, location)
+            run = _jsonl_run(obj, location, path, _numbers(line, obj, plain=False))
+        yield run
+
+
+def _decoded(decoder: json.JSONDecoder, line: str, location: Location) -> dict[str, object]:
+    try:
+        obj = decoder.decode(line)
+    except json.JSONDecodeError as exc:
+        raise InputError.at(
+            dataclasses.replace(location, col=exc.colno), f"malformed JSON: {exc.msg}", hint=SHAPE_HINT
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError.at(location, f"malformed JSON: {exc}", hint=SHAPE_HINT) from None
+    if type(obj) is not dict:
+        raise InputError.at(location, "the line is not a JSON object", hint=SHAPE_HINT)
+    return obj
+
+
+def _numbers(line: str, obj: dict[str, object], *, plain: bool) -> Numbers:
+    # A literal true or false among the values (beyond the run's `trusted`) takes the careful path.
+    booleans = line.count("true") + line.count("false") > (type(obj.get("trusted")) is bool)
+    return "booleans" if booleans else "numbers" if plain else "unknown"
 
 
 # What a line's lists of pairs may hold, which decides how they are read: "booleans" (the line holds a
@@ -470,9 +482,6 @@ def _objects(lines: Iterable[str], path: str) -> Iterator[tuple[Location, dict[s
 # 0), "numbers" (proven to hold no strings, booleans or nulls: numbers, or something that is no number
 # at all and fails to convert), or "unknown" (checked item by item before they are read as arrays).
 Numbers = Literal["booleans", "numbers", "unknown"]
-
-# An integer literal of 19 digits or more, which orjson reads beyond 64 bits as a float (json: an int).
-_LONG_INTEGER = re.compile(r"(?:^|[\[,:\s])-?\d{19,}(?![\d.eE])")
 
 
 def _fast_object(line: str) -> dict[str, object] | None:
@@ -484,8 +493,8 @@ def _fast_object(line: str) -> dict[str, object] | None:
     lists: every key or string read accounts for two of them, a dropped duplicate key leaves two more
     (and so does a string inside a list of pairs, which the line must not hold to be read as numbers).
     """
-    if "\\" in line or _LONG_INTEGER.search(line):
-        return None  # escapes make quotes uncountable; long integers read as floats
+    if "\\" in line:
+        return None  # escapes make quotes uncountable
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:  # malformed, or NaN / Infinity literals, which json accepts
@@ -512,8 +521,8 @@ def _scan_jsonl(lines: _Lines, path: Path, shown: str) -> Export:
     first_seen: dict[str, Location] = {}
     single: dict[str, Location] = {}
     offset = lines.start()
-    for location, obj, numbers in _objects(lines, shown):
-        run = _jsonl_run(obj, location, shown, numbers)
+    for run in _runs(lines, shown):
+        location = run.location
         entries.append(_entry(run, offset))
         for metric in run.record.columns:
             first_seen.setdefault(metric, location)

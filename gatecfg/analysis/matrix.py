@@ -13,6 +13,7 @@ A budget gate decides over all the steps of one night together, so its cells can
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import numpy.typing as npt
 
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import LAST_STEP, Selection
+from gatecfg.store.rows import PointColumns
 from gatecfg.verdicts import GateVerdicts
 from gatecfg.windows import Window
 
@@ -62,6 +64,47 @@ class GateMatrix:
                 at = np.searchsorted(steps, np.asarray(chosen.steps, np.int64))
                 values[r, at], present[r, at] = chosen.numbers(), True
         return cls(gate, steps, values, present)
+
+    def after(self, earlier: GateMatrix | None) -> GateMatrix:
+        """These runs under the rows of `earlier` (a `tail`), over the steps of both."""
+        if earlier is None:
+            return self
+        if not np.array_equal(earlier.steps, self.steps):
+            steps = np.union1d(earlier.steps, self.steps)
+            return GateMatrix(
+                self.gate,
+                steps,
+                np.vstack(
+                    [
+                        _spread(earlier.values, earlier.steps, steps, np.nan),
+                        _spread(self.values, self.steps, steps, np.nan),
+                    ]
+                ),
+                np.vstack(
+                    [
+                        _spread(earlier.present, earlier.steps, steps, False),
+                        _spread(self.present, self.steps, steps, False),
+                    ]
+                ),
+            )
+        return GateMatrix(
+            self.gate,
+            self.steps,
+            np.vstack([earlier.values, self.values]),
+            np.vstack([earlier.present, self.present]),
+        )
+
+    def tail(self, qualifies: BoolArray, width: int) -> GateMatrix:
+        """What a run after these can still meet: per step, the newest `width` values that join baselines,
+        oldest first, as `width` rows that all qualify (a step with fewer leaves the top rows empty)."""
+        pooled = self.present & ~np.isnan(self.values) & qualifies[:, None]
+        order = np.argsort(~pooled, axis=0, kind="stable")
+        packed = np.take_along_axis(self.values, order, axis=0)
+        total = pooled.sum(axis=0)
+        index = total[None, :] - width + np.arange(width)[:, None]  # the last `width` pooled, in order
+        found = packed[np.maximum(index, 0), np.arange(len(self.steps))[None, :]]
+        found[index < 0] = np.nan
+        return GateMatrix(self.gate, self.steps, found, ~np.isnan(found))
 
     def windows(self, qualifies: BoolArray, width: int, runs: IntArray) -> tuple[FloatArray, IntArray]:
         """The baseline windows of `runs` (row indices), each step's newest `width` values among the runs
@@ -113,6 +156,52 @@ class GateMatrix:
         return GateVerdicts(
             gate=self.gate, coordinate="", selection=selection, window=window, policy=policy, enforced=False
         )
+
+
+def stored_columns(
+    matrix: GateMatrix, qualifies: BoolArray, policy: Policy, runs: IntArray
+) -> list[PointColumns | None]:
+    """What `evaluate --write` would store of each of `runs` (row indices), each judged against the runs
+    before it that qualify: the `GateVerdicts.stored_columns` of the run judged alone, None when it
+    selected nothing of the gate."""
+    gate = matrix.gate
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        return [
+            None if (judged := matrix.night(qualifies, policy, run)) is None else judged.stored_columns()
+            for run in runs.tolist()
+        ]
+    if not len(runs):
+        return []
+    judged, rows = matrix.verdicts(qualifies, policy, runs)
+    columns = judged.stored_columns()  # only the cells that hold a value, in run then step order
+    held = rows[~np.isnan(judged.selection.numbers())]
+    bounds = [*np.searchsorted(held, runs, side="left").tolist(), len(held)]
+    selected = np.isin(runs, rows)
+    found: list[PointColumns | None] = []
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+        if not selected[k]:
+            found.append(None)
+            continue
+        found.append(
+            PointColumns(
+                columns.steps[a:b],
+                columns.values[a:b],
+                columns.statuses[a:b],
+                columns.refs[a:b],
+                columns.los[a:b],
+                columns.his[a:b],
+            )
+        )
+    return found
+
+
+def _spread(
+    matrix: npt.NDArray[np.generic], steps: IntArray, into: IntArray, empty: object
+) -> npt.NDArray[np.generic]:
+    """The columns of `matrix` (at `steps`) placed at their steps among `into`, `empty` elsewhere."""
+    found = np.full((matrix.shape[0], len(into)), empty, matrix.dtype)
+    found[:, np.searchsorted(into, steps)] = matrix
+    return found
 
 
 def _selection(steps: list[int], values: FloatArray) -> Selection:
