@@ -369,56 +369,87 @@ def replay(
     *,
     keep: Collection[str] | None = None,
     inject: Shift | None = None,
+    bulk: BulkTrust | None = None,
 ) -> Replay:
     """Judge `runs` (one series, oldest first) one after another, each against the runs before it (see
-    `Replayer`)."""
+    `Replayer`). `bulk`: the `BulkTrust` of these runs under `test`, shared by several replays."""
     replayer = Replayer(test, series, policy, keep=keep, inject=inject)
     # A replay that reports some gates needs the others only for each run's trust, found in bulk.
     every = {g.metric for g in test.gates}
-    trust = None if keep is None or every <= set(keep) else bulk_trust(test, runs, policy)
+    trust = None if keep is None or every <= set(keep) else (bulk or BulkTrust(test, runs)).trust(policy)
     if trust is None:
         return replayer.finish([replayer.judge(run) for run in runs])
     return replayer.finish([replayer.judge(run, trust=t) for run, t in zip(runs, trust, strict=True)])
 
 
-# Rounds of `bulk_trust` before it leaves a history to the run-by-run replay; a round judges every run.
+# Rounds of `BulkTrust.trust` before it leaves a history to the run-by-run replay; a round judges every run.
 TRUST_ROUNDS = 6
-# Window values a judged block of runs gathers at once (x 8 bytes), which bounds bulk_trust's memory.
+# Window values a judged block of runs gathers at once (x 8 bytes), which bounds BulkTrust's memory.
 BLOCK_VALUES = 4_000_000
 
 
-def bulk_trust(test: ResolvedTest, runs: Sequence[StoredRun], policy: Policy) -> list[bool] | None:
-    """Each run's trust as judging `runs` (one series, oldest first) one by one decides it, each gate's
-    runs judged together (`GateMatrix`); None when that takes more than TRUST_ROUNDS rounds.
+class BulkTrust:
+    """Each run's trust as judging `runs` (one series, oldest first) one by one under `test` decides it,
+    each gate's runs judged together (`GateMatrix`).
 
     Under `baseline: trusted` a run's window rests on the trust of the runs before it, which rests on
     their verdicts. A round judges every run given a guess of every trust: the first run the guess gets
     wrong is judged right (every run before it was guessed right), so the next round, guessing what this
     one found, is right up to there at least; a round that finds its own guess is the replay's answer.
-    Starting from "trusted unless set by hand", a history nearly always takes one or two rounds.
+    Starting from "trusted unless set by hand", a history nearly always takes one or two rounds. That
+    first round judges the runs exactly as `baseline: nightly` does: each round's verdicts are kept, so
+    that the replays under both policies judge it once.
     """
-    if not runs:
-        return []
-    hand = np.array([run.trust_override is not None for run in runs])
-    given = np.array([bool(run.trust_override) for run in runs])
-    guess = np.where(hand, given, True)
-    matrices = [
-        GateMatrix.of(
-            gate, [stored_selection(gate, run.values.get((gate.metric, gate.steps_key))) for run in runs]
-        )
-        for gate in test.gates
-        if gate.gated
-    ]
-    for _ in range(TRUST_ROUNDS):
-        qualifies = guess if policy.baseline == "trusted" else ~(hand & ~given)
-        blocked = np.zeros(len(runs), bool)
-        for matrix in matrices:
-            blocked |= _blocked(matrix, qualifies, policy)
-        found = np.where(hand, given, ~blocked)
-        if policy.baseline != "trusted" or (found == guess).all():
-            return found.tolist()  # type: ignore[no-any-return]
-        guess = found
-    return None
+
+    def __init__(self, test: ResolvedTest, runs: Sequence[StoredRun]) -> None:
+        self.test = test
+        self.runs = runs
+        self._hand = np.array([run.trust_override is not None for run in runs], bool)
+        self._given = np.array([bool(run.trust_override) for run in runs], bool)
+        self._matrices: list[GateMatrix] | None = None
+        self._blocked: dict[tuple[bytes, int, int, str, float], npt.NDArray[np.bool_]] = {}
+
+    def trust(self, policy: Policy) -> list[bool] | None:
+        """Each run's trust; None when finding it takes more than TRUST_ROUNDS rounds."""
+        if not self.runs:
+            return []
+        guess = np.where(self._hand, self._given, True)
+        for _ in range(TRUST_ROUNDS):
+            qualifies = guess if policy.baseline == "trusted" else ~(self._hand & ~self._given)
+            found = np.where(self._hand, self._given, ~self.blocked(qualifies, policy))
+            if policy.baseline != "trusted" or (found == guess).all():
+                return found.tolist()  # type: ignore[no-any-return]
+            guess = found
+        return None
+
+    def blocked(self, qualifies: npt.NDArray[np.bool_], policy: Policy) -> npt.NDArray[np.bool_]:
+        """Per run: whether a gate keeps it from being trusted, given which runs join baselines."""
+        # What verdicts rest on besides the windows' runs (`baseline` only chooses those runs).
+        key = (qualifies.tobytes(), policy.window, policy.min_history, policy.reference, policy.false_alarm)
+        found = self._blocked.get(key)
+        if found is None:
+            if self._matrices is None:
+                self._matrices = [
+                    GateMatrix.of(
+                        gate,
+                        [
+                            stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
+                            for run in self.runs
+                        ],
+                    )
+                    for gate in self.test.gates
+                    if gate.gated
+                ]
+            found = np.zeros(len(self.runs), bool)
+            for matrix in self._matrices:
+                found |= _blocked(matrix, qualifies, policy)
+            self._blocked[key] = found
+        return found
+
+
+def bulk_trust(test: ResolvedTest, runs: Sequence[StoredRun], policy: Policy) -> list[bool] | None:
+    """`BulkTrust(test, runs).trust(policy)`."""
+    return BulkTrust(test, runs).trust(policy)
 
 
 def _blocked(matrix: GateMatrix, qualifies: npt.NDArray[np.bool_], policy: Policy) -> npt.NDArray[np.bool_]:
@@ -709,8 +740,9 @@ def backtest(
     for series, chosen in series_runs(runs).items():
         # Only the verdicts of the gates reported are kept: a replayed gate holds a window per run.
         keep = None if metric is None else {metric}
-        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject)
-        other = replay(test, series, chosen, other_policy, keep=keep)
+        bulk = BulkTrust(test, chosen)
+        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject, bulk=bulk)
+        other = replay(test, series, chosen, other_policy, keep=keep, bulk=bulk)
         prior = (
             replay(against, series, chosen, against.policy, keep=keep)
             if isinstance(against, ResolvedTest)

@@ -111,6 +111,17 @@ class GateMatrix:
         before it that qualify (`qualifies`, per run) and hold a value there, newest first: an array
         len(runs) x steps x width (NaN past each window's size) and the sizes, len(runs) x steps."""
         pooled = self.present & ~np.isnan(self.values) & qualifies[:, None]
+        whole = pooled.all(axis=1)
+        if (whole | ~pooled.any(axis=1)).all():  # nearly always: a run pools all its steps or none
+            earlier: IntArray = (np.cumsum(whole) - whole)[runs]  # pooled runs before each run
+            newest = earlier[:, None] - 1 - np.arange(width)  # newest first
+            kept = self.values[np.flatnonzero(whole)]
+            rows = np.full((len(runs), width, len(self.steps)), np.nan)
+            if len(kept):
+                rows = kept[np.maximum(newest, 0)]  # len(runs) x width x steps
+                rows[newest < 0] = np.nan
+            sizes: IntArray = np.minimum(earlier, width)[:, None].repeat(len(self.steps), axis=1)
+            return rows.transpose(0, 2, 1), sizes
         # Per step, the pooled values in time order first (a stable sort keeps their order).
         order = np.argsort(~pooled, axis=0, kind="stable")
         packed = np.take_along_axis(self.values, order, axis=0)
