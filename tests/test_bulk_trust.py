@@ -1,5 +1,6 @@
-"""A replay that reports one gate finds every run's trust in bulk (`bulk_trust`, each gate's runs judged as
-one matrix): it must be the trust of judging each run alone, on any history.
+"""Runs judged in bulk, each gate's runs as one matrix (`gatecfg.analysis.matrix`), must be judged as each
+run alone is: the trust a replay that reports one gate finds for every run (`bulk_trust`), and the points
+an import stores for runs of known trust, judged a block at a time.
 
 Random histories mix every kind of gate (bands one- and two-sided, a sigma band, `tolerate`, absolute
 limits, tracked, a budget rule), NaN and infinite values, runs that skip a gate or log other steps, trust
@@ -18,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatecfg.analysis import backtest
-from gatecfg.analysis.backtest import Replayer, StoredRun, bulk_trust, replay
+from gatecfg.analysis.backtest import Replayer, StoredRun, bulk_trust, replay, stored_selection
+from gatecfg.analysis.matrix import GateMatrix, stored_columns
 from gatecfg.resolve import Policy, ResolvedTest, load_tree
-from gatecfg.store import ValueColumns
+from gatecfg.store import PointColumns, ValueColumns
 
 TEST = "tests/e2e/test_bulk_ci.py"
 SERIES = "bulk-series"
@@ -170,3 +172,52 @@ def test_a_history_that_needs_too_many_rounds_is_replayed_run_by_run(test_gates:
         assert bulk_trust(test_gates, runs, policy) is None
         lean = replay(test_gates, SERIES, runs, policy, keep={"two/sided"})
     assert [r.trusted for r in lean.runs] == judged_alone(test_gates, runs, policy)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    window=st.integers(1, 6),
+    block=st.integers(1, 9),
+    baseline=st.sampled_from(["trusted", "nightly"]),
+)
+def test_runs_of_known_trust_judged_a_block_at_a_time_store_what_each_judged_alone_does(
+    test_gates: ResolvedTest, *, seed: int, window: int, block: int, baseline: str
+) -> None:
+    # An import: every run's trust is set, and its runs go through a gate's matrix `block` at a time, the
+    # tail of each block carried to the next.
+    policy = dataclasses.replace(test_gates.policy, window=window, baseline=baseline)
+    runs = [
+        dataclasses.replace(run, trust_override=run.trust_override is not False)
+        for run in history(test_gates, seed, 25)
+    ]
+    alone = Replayer(test_gates, SERIES, policy)
+    expected = [alone.judge(run).results for run in runs]
+    for gate in test_gates.gates:
+        tail: GateMatrix | None = None
+        found: list[PointColumns | None] = []
+        for start in range(0, len(runs), block):
+            part = runs[start : start + block]
+            matrix = GateMatrix.of(
+                gate, [stored_selection(gate, run.values.get((gate.metric, gate.steps_key))) for run in part]
+            ).after(tail)
+            carried = len(matrix.values) - len(part)
+            pooled = np.concatenate([np.ones(carried, bool), [bool(run.trust_override) for run in part]])
+            found += stored_columns(matrix, pooled, policy, np.arange(carried, len(matrix.values)))
+            tail = matrix.tail(pooled, policy.window)
+        for results, columns in zip(expected, found, strict=True):
+            if gate.metric not in results:
+                assert columns is None or not len(columns)
+                continue
+            want = results[gate.metric].stored_columns()
+            assert columns is not None
+            assert (list(columns.steps), repr(list(columns.values)), list(columns.statuses)) == (
+                list(want.steps),
+                repr(list(want.values)),
+                list(want.statuses),
+            )
+            assert (list(columns.refs), list(columns.los), list(columns.his)) == (
+                list(want.refs),
+                list(want.los),
+                list(want.his),
+            )

@@ -2,9 +2,10 @@
 
 Each gate selects its values from an imported run exactly as `evaluate` selects them from a record
 (`gatecfg.select`), at the gate's coordinate for the series. Each value is then judged as if the runs had
-been evaluated nightly in date order: `backtest.replay` judges every run, stored or imported, against the
-runs before it under the test's policy, so the stored status, reference and band are the ones a nightly
-`evaluate --write` would have written, and the report's band-over-time plot covers the backfill.
+been evaluated nightly in date order: every run, stored or imported, is judged against the runs before it
+under the test's policy (a block of runs at a time, `gatecfg.analysis.matrix`), so the stored status,
+reference and band are the ones a nightly `evaluate --write` would have written, and the report's
+band-over-time plot covers the backfill.
 
 Trust is what the export says (trusted unless a `trusted` column or key says otherwise), not the replayed
 verdict: the team that exported the runs knows which nights were good. A stored run takes part in the

@@ -298,13 +298,6 @@ class Replayer:
         self._add(run, selections, is_trusted)
         return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected)
 
-    def skip(self, run: StoredRun) -> None:
-        """A run whose trust is set (`trust_override`) and whose verdicts nobody asks for: it only joins
-        the baselines, as `judge` would have added it."""
-        if run.trust_override is None:
-            raise ValueError(f"run {run.run_id!r} has no trust of its own: judge it")
-        self._add(run, self._selections(run), run.trust_override)
-
     def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
         selections = []
         for gate in self.test.gates:
