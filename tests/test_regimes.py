@@ -26,7 +26,7 @@ from regimes_grid import (
 from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_scenario
 
 from gatecfg.analysis import changepoints
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, detect, noise_scale
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect, noise_scale
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -467,6 +467,28 @@ def test_the_gaussian_long_run_variance_of_the_spread_series_is_what_the_module_
     logs -= logs.mean()
     long_run = float(np.mean(logs * logs) + 2 * np.mean(logs[1:] * logs[:-1]))
     assert long_run == pytest.approx(LOG_POWER_LRV, rel=0.03)
+
+
+def test_the_gaussian_long_run_variance_of_the_pairs_normal_scores_is_what_the_module_says() -> None:
+    diffs = np.diff(np.random.default_rng(29).normal(0, 1, 400_001))
+    scores = changepoints._normal_scores(np.mean(diffs.reshape(-1, 2) ** 2, axis=1))
+    long_run = float(np.mean(scores * scores) + 2 * np.mean(scores[1:] * scores[:-1]))
+    assert long_run == pytest.approx(SCORE_LRV, rel=0.03)
+
+
+def test_tied_values_share_their_normal_score() -> None:
+    scores = changepoints._normal_scores(np.array([3.0, 1.0, 2.0, 2.0]))
+    assert scores[2] == scores[3] == pytest.approx(0.0)
+    assert scores[0] == pytest.approx(-scores[1])
+    assert scores[0] > 0
+
+
+# The first four series of 100 Student-t(3) nights (seeds from 0 up) in which PELT on the logs of the pairs'
+# mean squares alone finds a change of spread: a few wild nights, no change. The rank test drops each.
+@pytest.mark.parametrize("seed", [85, 301, 511, 594])
+def test_heavy_tailed_noise_is_not_read_as_a_change_of_spread(seed: int) -> None:
+    noise = np.random.default_rng(seed).standard_t(3, 100) / np.sqrt(3)
+    assert [s.kind for s in detect(0.3 + 0.01 * noise).segments] == ["level"]
 
 
 def test_detection_does_not_import_scipy() -> None:
