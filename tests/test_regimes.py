@@ -483,6 +483,13 @@ def test_tied_values_share_their_normal_score() -> None:
     assert scores[0] > 0
 
 
+def test_pairs_that_all_tie_confirm_no_change_of_spread() -> None:
+    # A quantised metric: every pair's mean square the same, so the ranks carry nothing (and no division
+    # by a zero variance); two blocks of different ties are told apart.
+    assert changepoints._rank_confirmed(np.ones(40), [0, 20], 10.0) == [0]
+    assert changepoints._rank_confirmed(np.r_[np.ones(20), np.full(20, 2.0)], [0, 20], 10.0) == [0, 20]
+
+
 # The first four series of 100 Student-t(3) nights (seeds from 0 up) in which PELT on the logs of the pairs'
 # mean squares alone finds a change of spread: a few wild nights, no change. The rank test drops each.
 @pytest.mark.parametrize("seed", [85, 301, 511, 594])

@@ -296,7 +296,8 @@ def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[i
     scores = _normal_scores(power)
     g0 = float(np.mean((scores[2:] - scores[:-2]) ** 2)) / 2
     g1 = g0 - float(np.mean(np.diff(scores) ** 2)) / 2
-    factor = max(1 + 2 * g1 / g0, SCORE_LRV)
+    # g0 is 0 only when every pair ties (a quantised metric): no spread to tell apart, the floor holds.
+    factor = max(1 + 2 * g1 / g0, SCORE_LRV) if g0 > 0 else SCORE_LRV
     blocks = list(blocks)
     while len(blocks) > 1:
         bounds = [*blocks, power.size]
@@ -306,7 +307,7 @@ def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[i
             before, after = local[: at - left], local[at - left :]
             squares = float(np.sum((before - before.mean()) ** 2) + np.sum((after - after.mean()) ** 2))
             variance = squares / (local.size - 2) * factor * (1 / before.size + 1 / after.size)
-            statistics.append(float(after.mean() - before.mean()) ** 2 / variance)
+            statistics.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
         weakest = int(np.argmin(statistics))
         if statistics[weakest] > per_night:
             break
