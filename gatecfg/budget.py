@@ -10,13 +10,13 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
    steps (a sustained shift), and a scan for a shift confined to part of the run that one spiking step
-   cannot imitate. Which scan depends on how strongly neighbouring steps move together, measured as the
-   pooled lag-1 correlation `rho` of the window's standardised steps:
-   * `rho < EDGES_RHO` (the usual case): the mean z over each contiguous block of 10% of the steps at
-     half-block strides, the block's largest z counted at most CAP_Z above its second largest (a spike
-     is capped, while a block of two shifted steps keeps nearly all of its signal);
-   * `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step): also the
-     block's edges. Whitened (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`), a shift over steps a..b is
+   cannot imitate, which depends on how strongly neighbouring steps move together (`rho`, the pooled
+   lag-1 correlation of the window's standardised steps):
+   * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
+     the block's largest z (a block of two, which would keep only its smaller step, counts its larger one
+     up to CAP_Z above the smaller: a spike is capped, two shifted steps keep nearly all of their signal);
+   * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step), also
+     the block's edges. Whitened (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`), a shift over steps a..b is
      a jump up at a and down at b + 1 standing far out of noise that is nearly independent step to step,
      whatever the block's width. The statistic is the largest `min(up jump at a, down jump at j)` over
      a <= j - 2: a block of at least two steps, so a single spike (up at t, down at t + 1) does not

@@ -25,12 +25,12 @@ from gatecfg.budget import (
     decide,
 )
 from gatecfg.escape import markdown_text
+from gatecfg.keys import constraint_key
+from gatecfg.models import Constraint
 from gatecfg.resolve import load_tree
 from gatecfg.select import Selection
 from gatecfg.verdicts import evaluate
 from gatecfg.windows import Baselines, Window
-from gatecfg.keys import constraint_key
-from gatecfg.models import Constraint
 
 TEST = "tests/e2e/test_budget_ci.py"
 STEPS = 20
@@ -187,7 +187,8 @@ def test_under_correlated_noise_a_block_is_found_by_its_edges_and_a_spike_is_not
 
     found = decide(shifted, window, direction="up", alpha=0.01)
 
-    assert found.fired and found.kind == "edges"
+    assert found.fired
+    assert found.kind == "edges"
     assert (found.first, found.last) == (33, 40)
     assert np.flatnonzero(found.failing).tolist() == list(range(33, 41))
     assert not decide(spiked, window, direction="up", alpha=0.01).fired
