@@ -1,6 +1,7 @@
 """Gate quality: false alarms per night and detection power of every rule, side by side.
 
     python benchmarks/gate_quality.py [--nights 2000] [--nights-1000 600] [--seed 0] [--jobs 2] [--json]
+        [--families gaussian,ar1] [--steps 20,100] [--rules "budget (gatecfg),bencher-t,shipped"]
 
 For each noise family (below) and each step count (20, 100, 1,000 steps per run), a stream of clean
 nightlies is simulated; every night after the first WINDOW is judged against the WINDOW nights before
@@ -14,7 +15,8 @@ injected (never entering any baseline):
 
 Every rule gives each night a score, and fails it when the score exceeds 1 (its documented default). The
 matched comparison replaces 1 by the score the clean nights exceed 1% of the time, so each rule runs at
-1% false alarms per night, and reports detection there: the fair comparison.
+1% false alarms per night, and reports detection there: the fair comparison. A line under the table
+counts, per cell, whether the budget rule detects more than the best other rule there (won, tied, lost).
 
 Rules: gatecfg's `band` (the rel/abs band of SPEC §4 with the literal the old base.yaml shipped for that
 metric), gatecfg's `budget` (gatecfg/budget.py, false_alarm 0.01, the family's harmful direction and
