@@ -1,6 +1,7 @@
 """Gate quality: false alarms per night and detection power of every rule, side by side.
 
     python benchmarks/gate_quality.py [--nights 2000] [--nights-1000 600] [--seed 0] [--jobs 2] [--json]
+        [--families gaussian,ar1] [--steps 20,100] [--rules "budget (gatecfg),bencher-t,shipped"]
 
 For each noise family (below) and each step count (20, 100, 1,000 steps per run), a stream of clean
 nightlies is simulated; every night after the first WINDOW is judged against the WINDOW nights before
@@ -14,7 +15,8 @@ injected (never entering any baseline):
 
 Every rule gives each night a score, and fails it when the score exceeds 1 (its documented default). The
 matched comparison replaces 1 by the score the clean nights exceed 1% of the time, so each rule runs at
-1% false alarms per night, and reports detection there: the fair comparison.
+1% false alarms per night, and reports detection there: the fair comparison. A line under the table
+counts, per cell, whether the budget rule detects more than the best other rule there (won, tied, lost).
 
 Rules: gatecfg's `band` (the rel/abs band of SPEC §4 with the literal the old base.yaml shipped for that
 metric), gatecfg's `budget` (gatecfg/budget.py, false_alarm 0.01, the family's harmful direction and
@@ -351,17 +353,19 @@ def variants(family: Family, clean: Array, sigma: Array, rng: np.random.Generato
     return np.array(rows)
 
 
-def simulate(family_name: str, m: int, nights: int, seed: int) -> dict[str, object]:
+def simulate(
+    family_name: str, m: int, nights: int, seed: int, only: tuple[str, ...] = ()
+) -> dict[str, object]:
     family = next(f for f in FAMILIES if f.name == family_name)
     rng = np.random.default_rng([seed, m, FAMILIES.index(family)])
     sigma = (family.sigma_from or family.sample)(rng, SIGMA_NIGHTS, m).std(axis=0, ddof=1)
     stream = family.sample(rng, nights + WINDOW, m)
-    rules = {name: make(family) for name, make in RULES.items()}
+    rules = {name: make(family) for name, make in RULES.items() if not only or name in only}
     gates, policy = shipped_gates()
     # A `steps: last` default judges one value, the run's last: it is simulated once, in the first cell.
     last = {f"shipped {g}" for g in family.metrics if gates[g].steps == "last"}
     for metric in family.metrics:
-        if gates[metric].steps != "last" or m == STEP_COUNTS[0]:
+        if (gates[metric].steps != "last" or m == STEP_COUNTS[0]) and (not only or "shipped" in only):
             rules[f"shipped {metric}"] = shipped(gates[metric], policy)
     scores = {name: np.empty((nights, len(REGRESSIONS) + 1)) for name in rules}
     seconds = dict.fromkeys(rules, 0.0)
@@ -407,12 +411,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--families", default=",".join(f.name for f in FAMILIES))
+    parser.add_argument(
+        "--steps", default=",".join(map(str, STEP_COUNTS)), help="step counts, comma-separated"
+    )
+    parser.add_argument(
+        "--rules",
+        default="",
+        help="only these rules, comma-separated (names as in the table; `shipped` for the shipped defaults)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    only = tuple(r for r in args.rules.split(",") if r)
     cells = [
-        (name, m, args.nights_1000 if m >= 1000 else args.nights, args.seed)
+        (name, m, args.nights_1000 if m >= 1000 else args.nights, args.seed, only)
         for name in args.families.split(",")
-        for m in STEP_COUNTS
+        for m in map(int, args.steps.split(","))
     ]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -423,6 +436,44 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(_table(results, args, elapsed))
     return 0
+
+
+OURS = "budget (gatecfg)"
+
+
+def _versus_peers(results: list[dict[str, object]]) -> list[str]:
+    """The budget rule against the best other rule of each cell (family, steps, regression) at the matched
+    1% rate: a win, a tie (equal to the table's 0.1), or a loss; and the losses larger than sampling noise
+    (the two detection rates' 95% normal interval of their difference excludes 0)."""
+    won = tied = lost = 0
+    beyond: list[str] = []
+    for cell in results:
+        rules = cell["rules"]
+        assert isinstance(rules, dict)
+        peers = {name: row for name, row in rules.items() if name in RULES and name != OURS}
+        if OURS not in rules or not peers:
+            continue
+        nights = int(str(cell["nights"]))
+        for regression in REGRESSIONS:
+            ours = round(100 * rules[OURS]["matched_detect"][regression], 1)
+            best, row = max(((round(100 * r["matched_detect"][regression], 1), n) for n, r in peers.items()))
+            if ours > best:
+                won += 1
+            elif ours == best:
+                tied += 1
+            else:
+                lost += 1
+                a, b = ours / 100, best / 100
+                noise = 1.96 * math.sqrt((a * (1 - a) + b * (1 - b)) / nights)
+                if b - a > noise:
+                    beyond.append(
+                        f"{cell['family']} {cell['steps']} steps {regression}: {ours} vs {row} {best}"
+                    )
+    return [
+        f"Budget rule against the best other rule per cell at a matched 1%: {won} won, {tied} tied, "
+        f"{lost} lost; lost beyond sampling noise: {len(beyond)}"
+        + (f" ({'; '.join(beyond)})" if beyond else "")
+    ]
 
 
 def _pct(x: float) -> str:
@@ -458,6 +509,7 @@ def _table(results: list[dict[str, object]], args: argparse.Namespace, elapsed: 
                 + " | ".join(_pct(row["matched_detect"][r]) for r in REGRESSIONS)
                 + f" | {row['ms_per_window']:.2f} |"
             )
+    lines += ["", *_versus_peers(results)]
     lines += ["", "Noise families:", ""]
     lines += [f"* `{f.name}`: {f.noise}; harmful direction {f.harmful}" for f in FAMILIES]
     return "\n".join(lines)

@@ -9,23 +9,32 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    log for a positive metric whose window is more symmetric there, else the metric's own units. With
    more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
-   steps (a sustained shift) and the mean z over each contiguous block of 10% of the steps at half-block
-   strides, without the block's largest z (a shift confined to part of the run, which one spiking step
-   cannot imitate).
+   steps (a sustained shift), and a scan for a shift confined to part of the run that one spiking step
+   cannot imitate, which depends on how strongly neighbouring steps move together (`rho`, the pooled
+   lag-1 correlation of the window's standardised steps):
+   * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
+     the block's largest z (a block of two, which would keep only its smaller step, counts its larger one
+     up to CAP_Z above the smaller: a spike is capped, two shifted steps keep nearly all of their signal);
+   * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step), also
+     the block's edges. Whitened (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`), a shift over steps a..b is
+     a jump up at a and down at b + 1 standing far out of noise that is nearly independent step to step,
+     whatever the block's width. The statistic is the largest `min(up jump at a, down jump at j)` over
+     a <= j - 2: a block of at least two steps, so a single spike (up at t, down at t + 1) does not
+     count. It enters as a normal score, its tail being known exactly for independent jumps.
 3. Take each statistic's null distribution from the window's own nights, leave-one-out: every past night
    is standardised by the other nights exactly as tonight is by all of them. Correlation between steps
    (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
-   over the directions, half to the mean over all steps and half over the blocks. The blocks' half is
-   divided not by their count but by the number of independent tests they are worth (Li and Ji's
-   eigenvalue count on their correlation across the past nights): overlapping blocks, and steps tied by
-   AR noise or a shared shift, are fewer tests than blocks. Block statistics share one pooled spread,
-   with the degrees of freedom of as many blocks as that correlation leaves independent.
+   over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans. The
+   blocks' share is divided not by their count but by the number of independent tests they are worth
+   (Li and Ji's eigenvalue count on their correlation across the past nights): overlapping blocks, and
+   steps tied by AR noise or a shared shift, are fewer tests than blocks. Block statistics share one
+   pooled spread, with the degrees of freedom of as many blocks as that correlation leaves independent.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
-(all of them when only the mean did); the statistic described is the one that went furthest toward its
-threshold.
+(the edges' block when they fired; all steps when only the mean did); the statistic described is the one
+that went furthest toward its threshold.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -41,6 +51,7 @@ import numpy.typing as npt
 
 Direction = Literal["up", "down", "both"]
 Space = Literal["linear", "log", "binomial"]
+Kind = Literal["mean", "edges"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -48,7 +59,12 @@ MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; 
 CLIP_Z = 5.0  # one step moves a many-step statistic by at most this many of its scales
 OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 BLOCK_SHARE = 0.1  # a block is a tenth of the steps
-ALL_SHARE = 0.5  # the share of the budget spent on the mean over all steps (the rest on the blocks)
+# The share of the budget spent on the mean over all steps; the rest goes to the scans. The mean's power
+# saturates early (a 2 sigma shift of 20 steps is caught at any share), a narrow block's does not.
+ALL_SHARE = 0.25
+CAP_Z = 1.0  # a two-step block's larger z counts at most this far above its smaller one
+EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for a block's edges too
+RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
 POOLED_DF_BLOCKS = 4
@@ -60,7 +76,8 @@ class Decision:
     """The night's outcome. `failing` marks the steps of every block statistic that fired, or all steps
     when only the mean over all of them did (all False on a pass); `loc`/`scale` are each step's baseline
     location and scale; the other fields describe the statistic that went furthest toward its threshold,
-    fired or not, in units of the steps' scales."""
+    fired or not: a mean of the steps' z (`kind` "mean") or the normal score of a block's edges
+    ("edges")."""
 
     failing: BoolArray
     z: FloatArray  # each step's standardised distance from its baseline (harmful or not), unclipped
@@ -69,11 +86,13 @@ class Decision:
     direction: Literal["up", "down"]
     first: int  # index range [first, last] of the statistic's steps among those judged
     last: int
-    distance: float  # its mean z (harmful direction positive)
-    threshold: float  # the distance a clean night exceeds with probability alpha / (statistics x sides)
+    distance: float  # its value: a mean z, or the edges' normal score (harmful direction positive)
+    threshold: float  # the value a clean night exceeds with probability alpha / (statistics x sides)
     nights: int
     severity: float  # (statistic - its past mean) / (threshold - past mean): the night fails above 1
     pct: float | None  # mean relative change of those steps against their baselines, percent
+    kind: Kind = "mean"
+    rho: float = 0.0  # the correlation of neighbouring steps measured on the window
 
     @property
     def fired(self) -> bool:
@@ -101,6 +120,7 @@ def decide(
 class _Side:
     sign: float
     ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block
+    # (the edges' steps, last when scanned, are wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
 
@@ -119,6 +139,8 @@ class Null:
     clip: float
     starts: npt.NDArray[np.int64]
     width: int
+    rho: float
+    edges: bool  # scanned for a block's edges (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
 
     @classmethod
@@ -135,22 +157,27 @@ class Null:
         z_past = (history - loo_loc) / loo_scale  # m x n
         starts, width = _blocks(m)
         clip = CLIP_Z if m > 1 else math.inf
+        rho = _neighbour_correlation(np.clip(z_past, -clip, clip))
+        edges = rho >= EDGES_RHO and m >= 3
         directions = sides(direction)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
+        scans = (blocks > 0) + edges
+        a_all = alpha / len(directions) * (ALL_SHARE if scans else 1.0)
+        a_scan = alpha / len(directions) * (1.0 - ALL_SHARE) / max(scans, 1)
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
-            matrix = _statistics(np.clip(sign * z_past, -clip, clip), starts, width)  # statistics x nights
+            z = np.clip(sign * z_past, -clip, clip)
+            matrix = _statistics(z, starts, width)  # statistics x nights
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
-            a_all = alpha / len(directions) * (ALL_SHARE if blocks else 1.0)
             thresholds = [centre[0] + _t_quantile(a_all, n - 1) * spread[0] * inflate]
             if blocks:
                 pooled = math.sqrt(float(np.mean(spread[1:] ** 2)))
                 correlation = _block_correlation(matrix[1:])
-                a_block = alpha / len(directions) * (1.0 - ALL_SHARE) / _effective_tests(correlation)
+                a_block = a_scan / _effective_tests(correlation)
                 # The pooled spread brings n - 1 degrees of freedom per independent block: the mean of
                 # `blocks` variance estimates correlated by r (r squared between the estimates) is worth
                 # blocks^2 / sum(r^2) of them.
@@ -158,8 +185,14 @@ class Null:
                 df = (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width), max(1, int(worth)))
                 q = _t_quantile(a_block, df)
                 thresholds += list(centre[1:] + q * pooled * inflate)
+            if edges:
+                score = _edges(z, rho, n - 1)[0]
+                centre = np.append(centre, score.mean())
+                ranges.append((0, m - 1))
+                spread_edges = max(float(score.std(ddof=1)), 1e-12)
+                thresholds.append(centre[-1] + _t_quantile(a_scan, n - 1) * spread_edges * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
-        return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, tuple(found))
+        return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found))
 
     def judge(self, values: FloatArray) -> Decision:
         m = len(values)
@@ -168,16 +201,21 @@ class Null:
         # The steps reported failing: those of every block that fired (a sustained shift alone: all).
         failing = np.zeros(m, bool)
         for side, null in self.sides:
-            now = np.clip(null.sign * z_now, -self.clip, self.clip)
-            stats = _statistics(now[:, None], self.starts, self.width)[:, 0]
+            now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
+            stats = _statistics(now, self.starts, self.width)[:, 0]
+            ranges = list(null.ranges)
+            if self.edges:
+                score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
+                stats = np.append(stats, score)
+                ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
             # How far each statistic went toward its threshold: 1 at the threshold.
             severity = (stats - null.centres) / (null.thresholds - null.centres)
             fired = np.flatnonzero(severity > 1.0)
-            for first, last in [null.ranges[k] for k in fired if k > 0] or [null.ranges[k] for k in fired]:
+            for first, last in [ranges[k] for k in fired if k > 0] or [ranges[k] for k in fired]:
                 failing[first : last + 1] = True
             k = int(np.argmax(severity))
             if best is None or severity[k] > best.severity:
-                first, last = null.ranges[k]
+                first, last = ranges[k]
                 loc = self.loc
                 best = Decision(
                     failing=failing,
@@ -192,6 +230,8 @@ class Null:
                     nights=self.nights,
                     severity=float(severity[k]),
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
+                    kind="edges" if self.edges and k == len(stats) - 1 else "mean",
+                    rho=self.rho,
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return dataclasses.replace(best, failing=failing)
@@ -199,17 +239,66 @@ class Null:
 
 def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:
     """Per column of `z` (steps x nights): the mean over all steps, then each block's mean without its
-    largest value (a block of one keeps it), so that one step alone cannot carry a block."""
+    largest value, so that one step alone cannot carry a block. A block of two would keep only its
+    smaller step: there the larger counts, up to CAP_Z above the smaller. A block of one keeps it."""
     stats = [z.mean(axis=0)]
     if len(starts):
-        sums = np.vstack([np.zeros((1, z.shape[1])), np.cumsum(z, axis=0)])
-        total = sums[starts + width] - sums[starts]
-        if width > 1:
-            largest = np.max([z[starts + k] for k in range(width)], axis=0)
-            stats += list((total - largest) / (width - 1))
+        stack = np.array([z[starts + k] for k in range(width)])  # width x blocks x nights
+        total = stack.sum(axis=0)
+        if width == 2:
+            smaller, larger = stack.min(axis=0), stack.max(axis=0)
+            stats += list((smaller + np.minimum(larger, smaller + CAP_Z)) / 2.0)
+        elif width > 2:
+            stats += list((total - stack.max(axis=0)) / (width - 1))
         else:
-            stats += list(total / width)
+            stats += list(total)
     return np.array(stats)
+
+
+def _neighbour_correlation(z: FloatArray) -> float:
+    """The correlation of neighbouring steps, pooled over the steps and nights of `z` (standardised
+    steps x nights), within [0, RHO_MAX]; 0 for fewer than 3 steps."""
+    if z.shape[0] < 3:
+        return 0.0
+    before, after = z[:-1], z[1:]
+    norm = math.sqrt(float(np.sum(before * before)) * float(np.sum(after * after)))
+    return min(max(float(np.sum(before * after)) / norm, 0.0), RHO_MAX) if norm > 0 else 0.0
+
+
+_NORMAL = NormalDist()
+
+
+def _edges(
+    z: FloatArray, rho: float, df: int
+) -> tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per column of `z` (steps x nights, m >= 3): the normal score of the strongest block's edges, and
+    that block's first and last step.
+
+    Whitened, the steps' jumps `e` are nearly independent unit normals on a clean night; a block a..b
+    shifted up jumps up at a and down at b + 1. The statistic is the largest min(e_a, -e_j) over
+    a <= j - 2 (a block of two or more steps: a spike's own up and down jumps are neighbours). For
+    independent jumps it exceeds t with probability 1 - (1 - p)^(m-2) (1 + (m-2) p), p = P(e > t)
+    (a three-state chain: no up jump yet, one just now, one two or more steps back), which maps it to a
+    normal score; p is a Student t tail with `df` degrees of freedom, the steps' scales being estimated
+    from that many nights. The past nights then measure how far the real noise departs from that."""
+    m = z.shape[0]
+    jumps = z.copy()
+    jumps[1:] = (z[1:] - rho * z[:-1]) / math.sqrt(1.0 - rho * rho)
+    rises = np.maximum.accumulate(jumps, axis=0)  # the largest up jump at or before each step
+    pairs = np.minimum(rises[:-2], -jumps[2:])  # row i: the largest up jump by step i, down at i + 2
+    row = np.argmax(pairs, axis=0)
+    columns = np.arange(z.shape[1])
+    best = pairs[row, columns]
+    first = np.array([int(np.argmax(jumps[: r + 1, c])) for c, r in enumerate(row)], np.int64)
+    p = np.array(
+        [_t_upper_tail(float(t), df) if t >= 0 else 1.0 - _t_upper_tail(-float(t), df) for t in best]
+    )
+    k = m - 2
+    with np.errstate(divide="ignore"):
+        tail = -np.expm1(k * np.log1p(-p) + np.log1p(k * p))
+    tail = np.clip(tail, 1e-300, 1.0 - 1e-16)
+    score = np.array([-_NORMAL.inv_cdf(float(q)) for q in tail])
+    return score, first, (row + 1).astype(np.int64)
 
 
 def _block_correlation(blocks: FloatArray) -> FloatArray:

@@ -523,6 +523,12 @@ class Ruled:
         baseline = f"{float(d.z[k]):+.2f} scales from median={fmt(float(d.loc[k]))} of {d.nights} nights"
         if not d.failing[k]:
             return "pass", f"{baseline}; the gate's steps are within the false-alarm budget"
+        if d.kind == "edges":
+            moves = "rise and fall" if d.direction == "up" else "drop and return"
+            return "fail", (
+                f"{baseline}; among steps whose {moves} stand out of their correlated noise "
+                f"(edge score {d.distance:.2f}, threshold {d.threshold:.2f})"
+            )
         return "fail", (
             f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
             f"(threshold {d.threshold:.2f})"
@@ -538,6 +544,22 @@ class Ruled:
         one = d.first == d.last
         sits, their = ("sits", "its") if one else ("sit on average", "their")
         above = "above" if d.direction == "up" else "below"
+        if d.kind == "edges":
+            # The block's edges fired: say how far its steps sit, and that their jumps in and out are
+            # what no clean night of this correlated metric shows.
+            sign = 1.0 if d.direction == "up" else -1.0
+            level = float(np.mean(np.clip(sign * d.z[d.first : d.last + 1], -CLIP_Z, CLIP_Z)))
+            first, last = (_name(selection.steps[int(self.judged[i])]) for i in (d.first, d.last))
+            jumps = f"rising at step {first} and falling back after step {last}"
+            if d.direction == "down":
+                jumps = f"dropping at step {first} and coming back after step {last}"
+            return (
+                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} "
+                f"{level:.2f} of {their} night-to-night scales {above} baseline{pct}, {jumps}: neighbouring "
+                f"steps move together (correlation {d.rho:.2f}), and a clean night's steps jump in and out "
+                f"that far with probability {gate.false_alarm:g} (edge score {d.distance:.2f} against "
+                f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
+            )
         # Each step counts at most CLIP_Z scales when several are judged: at the cap the real distance
         # is larger (the report's table shows each step's own).
         capped = "at least " if judged > 1 and d.distance >= CLIP_Z else ""

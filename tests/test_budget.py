@@ -12,10 +12,14 @@ import pytest
 from helpers import run_cli
 
 from gatecfg.budget import (
+    CAP_Z,
+    CLIP_Z,
     MIN_NIGHTS,
     _block_correlation,
     _blocks,
+    _edges,
     _effective_tests,
+    _neighbour_correlation,
     _statistics,
     _t_quantile,
     decide,
@@ -23,6 +27,10 @@ from gatecfg.budget import (
 from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
+from gatecfg.resolve import load_tree
+from gatecfg.select import Selection
+from gatecfg.verdicts import evaluate
+from gatecfg.windows import Baselines, Window
 
 TEST = "tests/e2e/test_budget_ci.py"
 STEPS = 20
@@ -136,6 +144,54 @@ def test_one_step_spiking_tenfold_does_not_fail_a_many_step_gate() -> None:
     tonight[63] *= 10
 
     assert not decide(tonight, nights[:20][::-1].T.copy(), direction="up", alpha=0.01).fired
+
+
+def test_a_two_step_block_keeps_its_signal_and_a_spike_adds_at_most_the_cap() -> None:
+    starts, width = _blocks(20)
+    assert width == 2
+    block = np.zeros((20, 1))
+    block[6:8, 0] = (3.0, 2.5)  # two shifted steps
+    spike = np.zeros((20, 1))
+    spike[6, 0] = CLIP_Z  # one step at the clip, its neighbour clean
+
+    # The pair's mean with its larger step capped at the smaller plus CAP_Z: 2.75 here (dropping the
+    # larger step, as before, kept 2.5 of it); the spike moves its blocks by at most CAP_Z / 2.
+    assert _statistics(block, starts, width)[1:].max() == pytest.approx(2.75)
+    assert _statistics(spike, starts, width)[1:].max() == pytest.approx(CAP_Z / 2)
+
+
+def test_neighbour_correlation_is_measured_from_the_window() -> None:
+    independent = np.random.default_rng(0).standard_normal((100, 20))
+    correlated = (ar1_nights(20, 100, seed=1).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
+
+    assert _neighbour_correlation(independent) < 0.1
+    assert 0.8 < _neighbour_correlation(correlated) < 0.95
+
+
+def test_the_edge_score_is_a_normal_score_on_independent_jumps() -> None:
+    # Steps standardised by scales from 20 nights: Student t jumps with 19 degrees of freedom.
+    score = _edges(np.random.default_rng(2).standard_t(19, (100, 4000)), 0.0, 19)[0]
+
+    assert abs(score.mean()) < 0.1
+    assert abs(score.std() - 1.0) < 0.1
+    assert 0.005 < (score > 2.326).mean() < 0.02  # 1% above the normal's 99th percentile
+
+
+def test_under_correlated_noise_a_block_is_found_by_its_edges_and_a_spike_is_not() -> None:
+    nights = ar1_nights(21, 100, seed=9)
+    window = nights[:20][::-1].T.copy()
+    shifted = nights[20].copy()
+    shifted[33:41] += 0.3  # 3 sigma over 8 steps: neither the run's 10% nor aligned with its blocks
+    spiked = nights[20].copy()
+    spiked[57] += 1.0  # 10 sigma on one step
+
+    found = decide(shifted, window, direction="up", alpha=0.01)
+
+    assert found.fired
+    assert found.kind == "edges"
+    assert (found.first, found.last) == (33, 40)
+    assert np.flatnonzero(found.failing).tolist() == list(range(33, 41))
+    assert not decide(spiked, window, direction="up", alpha=0.01).fired
 
 
 def test_the_harmless_direction_never_fails() -> None:
@@ -259,6 +315,27 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert f"`train/grad_norm`: {markdown_text(why)}" in markdown.out
     assert "::error file=gates/t.yaml,line=3," in github.out.replace(str(tmp_path) + "/", "")
     assert why.replace("%", "%25") in github.out  # workflow commands escape %
+
+
+def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) -> None:
+    test = load_tree(write_gates(tmp_path)).test(TEST)
+    nights = ar1_nights(21, 100, seed=9)
+    tonight = nights[20].copy()
+    tonight[33:41] += 0.3
+    steps = list(range(100))
+    selection = Selection(steps, steps, tonight.tolist(), [None] * 100, [None] * 100)
+    window = Window.from_runs(steps, nights[:20][::-1].copy())
+
+    [result] = evaluate([(test.gates[0], "c", selection)], Baselines({"c": window}), test.policy)
+
+    assert result.why is not None
+    assert result.why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
+    assert re.search(
+        r"above baseline \(\+\d+\.\d%\), rising at step 33 and falling back after step 40: neighbouring "
+        r"steps move together \(correlation 0\.\d\d\), and a clean night's steps jump in and out that far "
+        r"with probability 0\.01 \(edge score \d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
+        result.why,
+    )
 
 
 def test_a_clean_night_passes_evaluate(seeded: tuple[Path, str, np.ndarray], tmp_path: Path) -> None:
