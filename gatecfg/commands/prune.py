@@ -93,7 +93,7 @@ def _check_windows(tree: GateTree, keep: int) -> None:
 
 
 def _retention_count(planned: Sequence[Retained]) -> str:
-    runs = sum(len(r.doomed) for r in planned)
+    runs = len({run_pk for r in planned for run_pk in r.doomed})
     values = sum(r.values_doomed for r in planned)
     return f"{values} value(s) of {runs} run(s) at {len(planned)} coordinate(s)"
 
