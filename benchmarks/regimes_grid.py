@@ -5,6 +5,8 @@ prints the same numbers; `--reps` scales the number of series per cell (the docs
 
     python benchmarks/regimes_grid.py            # the full grid, a few minutes
     python benchmarks/regimes_grid.py --reps 5   # a quick look
+    python benchmarks/regimes_grid.py --seeds 1  # the same grid on an independent set of series
+    python benchmarks/regimes_grid.py --seeds 2 --jitter 0.6  # regime lengths of 40% to 160% of the cell's
 
 The generators live in `tests/regimes_grid.py`, shared with the test suite's smaller grid. The script runs
 against any version of gatecfg: a detection without kinds (before regimes told them apart) counts every
@@ -38,12 +40,17 @@ from regimes_grid import (
 )
 
 
-def level_table(reps: int) -> None:
+def _rng(seed: int, seeds: int) -> np.random.Generator:
+    """The grid's generator for a table: its fixed seed, or with `--seeds N` an independent stream."""
+    return np.random.default_rng(seed if seeds == 0 else [seeds, seed])
+
+
+def level_table(reps: int, seeds: int, jitter: float) -> None:
     print("## level shifts: precision / recall (5 regimes, a found start within 2 nights counts)\n")
     print("| shift | " + " | ".join(f"regimes ~{n} nights" for n in LEVEL_LENGTHS) + " |")
     print("|---|" + "---|" * len(LEVEL_LENGTHS))
     pooled = Score()
-    rng = np.random.default_rng(20261130)
+    rng = _rng(20261130, seeds)
     for shift in LEVEL_SHIFTS:
         cells = []
         for length in LEVEL_LENGTHS:
@@ -51,7 +58,7 @@ def level_table(reps: int) -> None:
             for noise, outliers in itertools.product(NOISES, (0.0, 0.03)):
                 for _ in range(reps):
                     series, truth = level_series(
-                        rng, shift=shift, noise=noise, length=length, outliers=outliers
+                        rng, shift=shift, noise=noise, length=length, outliers=outliers, jitter=jitter
                     )
                     score.add(found_of(series).starts, truth)
             cells.append(f"P {score.precision:.2f} R {score.recall:.2f}")
@@ -64,13 +71,13 @@ def level_table(reps: int) -> None:
     )
 
 
-def drift_table(reps: int) -> None:
+def drift_table(reps: int, seeds: int) -> None:
     print("## pure drifts (a flat lead of 30-150 nights, then a drift to the end)\n")
     print("share of series with exactly one drift regime and no level shift; [share with a level shift]\n")
     lengths = (100, 200, 300, 500)
     print("| total drift | " + " | ".join(f"over {n} nights" for n in lengths) + " |")
     print("|---|" + "---|" * len(lengths))
-    rng = np.random.default_rng(7)
+    rng = _rng(7, seeds)
     good = total = 0
     for size in (2.0, 3.0, 5.0, 10.0):
         cells = []
@@ -88,13 +95,13 @@ def drift_table(reps: int) -> None:
     print(f"\nall drifts: one drift and no level shift in {good / total:.3f} of series\n")
 
 
-def spread_table(reps: int) -> None:
+def spread_table(reps: int, seeds: int, jitter: float) -> None:
     print("## spread changes (two regimes of equal mean; the noise scale multiplied by the ratio)\n")
     print("share reported as a spread change within 10 nights of the truth; [share with a level shift]\n")
     lengths = (30, 50, 100, 200)
     print("| ratio | " + " | ".join(f"regimes of {n} nights" for n in lengths) + " |")
     print("|---|" + "---|" * len(lengths))
-    rng = np.random.default_rng(5)
+    rng = _rng(5, seeds)
     big = {"spread": 0, "level": 0, "n": 0}
     for ratio in (5.0, 3.0, 2.0, 1 / 2, 1 / 3, 1 / 5):
         cells = []
@@ -102,7 +109,9 @@ def spread_table(reps: int) -> None:
             ok = level = 0
             for noise in NOISES:
                 for _ in range(reps):
-                    series, change = spread_series(rng, ratio=ratio, length=length, noise=noise)
+                    series, change = spread_series(
+                        rng, ratio=ratio, length=length, noise=noise, jitter=jitter
+                    )
                     found = found_of(series)
                     ok += found.spread_near(change)
                     level += found.level_shifts > 0
@@ -120,12 +129,12 @@ def spread_table(reps: int) -> None:
     )
 
 
-def noise_table(reps: int) -> None:
+def noise_table(reps: int, seeds: int) -> None:
     print("## pure noise: share of series with any change reported (a phantom)\n")
     lengths = (30, 100, 350, 1000)
     print("| noise | " + " | ".join(f"{n} nights" for n in lengths) + " |")
     print("|---|" + "---|" * len(lengths))
-    rng = np.random.default_rng(3)
+    rng = _rng(3, seeds)
     for noise in NOISES:
         cells = []
         for n in lengths:
@@ -139,11 +148,11 @@ def noise_table(reps: int) -> None:
     print()
 
 
-def localisation_table(reps: int) -> None:
+def localisation_table(reps: int, seeds: int) -> None:
     print("## localisation of one step between two regimes of 100 nights (Gaussian noise)\n")
     print("| step | found | median distance | 90th pct distance | interval covers the truth | width |")
     print("|---|---|---|---|---|---|")
-    rng = np.random.default_rng(11)
+    rng = _rng(11, seeds)
     for shift in (1.0, 1.5, 2.0, 3.0):
         distances: list[int] = []
         covered = widths = 0
@@ -192,14 +201,26 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--reps", type=int, default=50, help="series per cell and noise (default 50)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=0,
+        help="0: the seeds docs/analytics.md quotes; N: another independent set",
+    )
+    parser.add_argument(
+        "--jitter",
+        type=float,
+        default=0.3,
+        help="regime lengths of the level and spread grids vary by this fraction (default 0.3)",
+    )
     parser.add_argument("--only", choices=["level", "drift", "spread", "noise", "localisation", "runtime"])
     args = parser.parse_args()
     tables = {
-        "level": lambda: level_table(args.reps),
-        "drift": lambda: drift_table(max(1, args.reps // 2)),
-        "spread": lambda: spread_table(max(1, args.reps // 2)),
-        "noise": lambda: noise_table(args.reps * 4),
-        "localisation": lambda: localisation_table(args.reps * 4),
+        "level": lambda: level_table(args.reps, args.seeds, args.jitter),
+        "drift": lambda: drift_table(max(1, args.reps // 2), args.seeds),
+        "spread": lambda: spread_table(max(1, args.reps // 2), args.seeds, args.jitter),
+        "noise": lambda: noise_table(args.reps * 4, args.seeds),
+        "localisation": lambda: localisation_table(args.reps * 4, args.seeds),
         "runtime": runtime,
     }
     for name, table in tables.items():

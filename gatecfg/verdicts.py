@@ -174,6 +174,12 @@ def allowed_failures(tolerate: int | float, judged: int) -> int:
     return tolerate
 
 
+def tolerates(gate: ResolvedGate, *, failing: int, judged: int) -> bool:
+    """Whether the gate's `tolerate` absorbs its `failing` steps among `judged`: all of them or none. It
+    never absorbs an error, since a NaN or a missing step is not noise around a band."""
+    return bool(gate.tolerate) and 0 < failing <= allowed_failures(gate.tolerate, judged=judged)
+
+
 class GateVerdicts(Sequence[Verdict]):
     """The verdicts of one gate over its selected steps: statuses decided in bulk, and each step's
     `Verdict` (band and reason) built the first time a report asks for it.
@@ -219,9 +225,7 @@ class GateVerdicts(Sequence[Verdict]):
         self.failing = self.counts["fail"]
         self.judged = self.failing + self.counts["pass"]
         self.allowed = allowed_failures(gate.tolerate, judged=self.judged)
-        # `tolerate` absorbs all of the gate's failing steps or none of them; it never absorbs an error,
-        # since a NaN or a missing step is not noise around a band.
-        self.tolerated = bool(gate.tolerate) and 0 < self.failing <= self.allowed
+        self.tolerated = tolerates(gate, failing=self.failing, judged=self.judged)
         self._verdicts: list[Verdict | None] = [None] * len(self.statuses)
         self._bands: list[Band | None] = [None] * len(self.statuses)  # a nightly stores them, then reports
 

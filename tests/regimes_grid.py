@@ -34,11 +34,18 @@ def _scaled(values: Array) -> Array:
 
 
 def level_series(
-    rng: np.random.Generator, *, shift: float, noise: str, length: int, outliers: float, regimes: int = 5
+    rng: np.random.Generator,
+    *,
+    shift: float,
+    noise: str,
+    length: int,
+    outliers: float,
+    regimes: int = 5,
+    jitter: float = 0.3,
 ) -> tuple[Array, list[int]]:
-    """`regimes` levels `shift` sigmas apart (random direction), each about `length` nights (+-30%), and a
-    fraction of outlier nights 6 to 10 sigmas off. Returns the series and the true regime starts."""
-    lengths = [max(MIN_REGIME, round(length * rng.uniform(0.7, 1.3))) for _ in range(regimes)]
+    """`regimes` levels `shift` sigmas apart (random direction), each about `length` nights (+-`jitter`),
+    and a fraction of outlier nights 6 to 10 sigmas off. Returns the series and the true regime starts."""
+    lengths = [max(MIN_REGIME, round(length * rng.uniform(1 - jitter, 1 + jitter))) for _ in range(regimes)]
     level, parts, starts, at = 0.0, [], [], 0
     for i, count in enumerate(lengths):
         if i:
@@ -61,11 +68,13 @@ def drift_series(rng: np.random.Generator, *, total: float, length: int, noise: 
     return _scaled(trend + _noise(rng, noise, lead + length))
 
 
-def spread_series(rng: np.random.Generator, *, ratio: float, length: int, noise: str) -> tuple[Array, int]:
-    """Two regimes of about `length` nights with the same mean; the second's noise scale is `ratio` times
-    the first's. Returns the series and the night the spread changes."""
-    first = max(MIN_REGIME, round(length * rng.uniform(0.7, 1.3)))
-    second = max(MIN_REGIME, round(length * rng.uniform(0.7, 1.3)))
+def spread_series(
+    rng: np.random.Generator, *, ratio: float, length: int, noise: str, jitter: float = 0.3
+) -> tuple[Array, int]:
+    """Two regimes of about `length` nights (+-`jitter`) with the same mean; the second's noise scale is
+    `ratio` times the first's. Returns the series and the night the spread changes."""
+    first = max(MIN_REGIME, round(length * rng.uniform(1 - jitter, 1 + jitter)))
+    second = max(MIN_REGIME, round(length * rng.uniform(1 - jitter, 1 + jitter)))
     series = np.r_[_noise(rng, noise, first), ratio * _noise(rng, noise, second)]
     return _scaled(series), first
 

@@ -490,3 +490,30 @@ def test_a_jsonl_export_streams_in_date_order_in_batches(
     n4 = next(row.point for row in history if row.run_id == "n4")
     assert n4.value == 4.5
     assert n4.ref == pytest.approx((1.5 + 2.5 + 3.5) / 3)
+
+
+def test_runs_of_hundreds_of_steps_store_every_value_through_multi_row_inserts(tmp_path: Path) -> None:
+    # 3 runs x 257 steps: whole statements of ROWS_PER_INSERT rows on SQLite, and the rows left over.
+    assert 3 * 257 % store_writes.ROWS_PER_INSERT
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    gate_file = GATE_FILE.replace(
+        "    steps: last\n    constraint: {rel_down: 0.2", "    steps: all\n    constraint: {rel_down: 0.2"
+    )
+    rng = np.random.default_rng(3)
+    sent = {day: rng.normal(1.0, 0.1, 257) for day in (1, 2, 3)}
+    lines = [
+        json.dumps(
+            {"run_id": f"n{day}", "date": f"2024-05-0{day}", "metrics": {REWARD: list(enumerate(v.tolist()))}}
+        )
+        for day, v in sent.items()
+    ]
+    assert (
+        _import(tmp_path, "\n".join(lines) + "\n", db, name="e.jsonl", gates=_gates(tmp_path, gate_file)).code
+        == 0
+    )
+    with Store.open(db) as store:
+        for step in (0, 99, 100, 256):
+            history = store.history(test=TEST, metric=REWARD, step=step)
+            assert [(row.run_id, row.point.value) for row in history] == [
+                (f"n{day}", sent[day][step]) for day in (3, 2, 1)
+            ]

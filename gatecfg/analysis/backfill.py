@@ -2,9 +2,10 @@
 
 Each gate selects its values from an imported run exactly as `evaluate` selects them from a record
 (`gatecfg.select`), at the gate's coordinate for the series. Each value is then judged as if the runs had
-been evaluated nightly in date order: `backtest.replay` judges every run, stored or imported, against the
-runs before it under the test's policy, so the stored status, reference and band are the ones a nightly
-`evaluate --write` would have written, and the report's band-over-time plot covers the backfill.
+been evaluated nightly in date order: every run, stored or imported, is judged against the runs before it
+under the test's policy (a block of runs at a time, `gatecfg.analysis.matrix`), so the stored status,
+reference and band are the ones a nightly `evaluate --write` would have written, and the report's
+band-over-time plot covers the backfill.
 
 Trust is what the export says (trusted unless a `trusted` column or key says otherwise), not the replayed
 verdict: the team that exported the runs knows which nights were good. A stored run takes part in the
@@ -14,15 +15,17 @@ replay with the trust the store gives it now.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 
 from gatecfg import __version__
-from gatecfg.analysis.backtest import Replayer, StoredRun
+from gatecfg.analysis.backtest import StoredRun, stored_selection
 from gatecfg.analysis.importer import Entry, Export, ImportedRun
+from gatecfg.analysis.matrix import GateMatrix, stored_columns
 from gatecfg.errors import InputError
 from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
@@ -35,6 +38,8 @@ UNJUDGED = STATUSES.index("cold")
 WRITTEN_BY = f"{__version__} (import)"
 
 Points = dict[CoordinateSpec, PointColumns]
+# Values of imported runs judged as one block (a matrix per gate): a few runs of a large test at a time.
+BLOCK_VALUES = 250_000
 
 
 def check_shapes(test: ResolvedTest, export: Export) -> None:
@@ -121,36 +126,70 @@ class Backfill:
     ) -> Iterator[tuple[RunInfo, Points]]:
         """The export's runs but `already_stored` ones, oldest first, with the points `evaluate --write`
         would have stored: each judged against the runs before it, imported or `stored` (the series'
-        stored runs, oldest first, with the trust the store gives them now), stored-first at equal times."""
+        stored runs, oldest first, with the trust the store gives them now), stored-first at equal times.
+
+        Every run's trust is known (the export's, the store's), so whether it joins the baselines is too:
+        the runs are judged a block at a time, each gate's block as one matrix (`GateMatrix`), exactly as
+        one by one."""
         check_shapes(self.test, self.export)
-        replayer = Replayer(self.test, self.series, self.test.policy)
-        specs = {
-            g.metric: CoordinateSpec(
-                coordinate=g.coordinate(self.series),
-                series_key=self.series,
-                test=self.test.test,
-                metric=g.metric,
-                steps_key=g.steps_key,
-                constraint_key=g.constraint_key,
-            )
-            for g in self.test.gates
-        }
+        tails: dict[str, GateMatrix] = {}
         earlier = iter(stored)
         pending = next(earlier, None)
+        block: list[tuple[StoredRun, ImportedRun | None]] = []
+        size = 0
         for run in self.export.runs(skip=already_stored):
             # The stored runs up to this one's time only join the baselines: their trust is set.
             while pending is not None and pending[0] <= run.created_at:
-                replayer.skip(pending[1])
+                block.append((pending[1], None))
                 pending = next(earlier, None)
-            replayed = replayer.judge(self._stored_run(run))
-            points: Points = {}
-            for metric, result in replayed.results.items():
-                kept = result.stored_columns()  # as evaluate --write stores them
-                if len(kept):
-                    points[specs[metric]] = kept
+            imported = self._stored_run(run)
+            block.append((imported, run))
+            size += sum(map(len, imported.values.values()))
+            if size >= BLOCK_VALUES:
+                yield from self._judged(block, tails)
+                block, size = [], 0
+        if block:
+            yield from self._judged(block, tails)
+
+    def _judged(
+        self, block: Sequence[tuple[StoredRun, ImportedRun | None]], tails: dict[str, GateMatrix]
+    ) -> Iterator[tuple[RunInfo, Points]]:
+        """The imported runs of `block` with their points; `tails` carries each gate's baselines on."""
+        policy = self.test.policy
+        runs = [run for run, _ in block]
+        qualifies = np.array(
+            [
+                run.trust_override if policy.baseline == "trusted" else not run.untrusted_by_hand
+                for run in runs
+            ],
+            bool,
+        )
+        judged = np.array([i for i, (_, imported) in enumerate(block) if imported is not None], np.int64)
+        points: list[Points] = [{} for _ in judged]
+        for gate in self.test.gates:
+            key = (gate.metric, gate.steps_key)
+            matrix = GateMatrix.of(gate, [stored_selection(gate, run.values.get(key)) for run in runs])
+            matrix = matrix.after(tails.get(gate.metric))
+            carried = len(matrix.values) - len(runs)  # the tail's rows come first
+            pooled = np.concatenate([np.ones(carried, bool), qualifies])
+            spec = CoordinateSpec(
+                coordinate=gate.coordinate(self.series),
+                series_key=self.series,
+                test=self.test.test,
+                metric=gate.metric,
+                steps_key=gate.steps_key,
+                constraint_key=gate.constraint_key,
+            )
+            for found, kept in zip(
+                points, stored_columns(matrix, pooled, policy, judged + carried), strict=True
+            ):
+                if kept is not None and len(kept):
+                    found[spec] = kept
                     self.values += len(kept)
-                    self.coordinates.add(specs[metric].coordinate)
-            yield self._info(run), points
+                    self.coordinates.add(spec.coordinate)
+            tails[gate.metric] = matrix.tail(pooled, policy.window)
+        for at, found in zip(judged.tolist(), points, strict=True):
+            yield self._info(cast(ImportedRun, block[at][1])), found
 
     def _stored_run(self, run: ImportedRun) -> StoredRun:
         columns = {(g.metric, g.steps_key): _column(g, run) for g in self.test.gates}

@@ -31,12 +31,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
+from gatecfg.analysis.matrix import GateMatrix
 from gatecfg.band import Band, band, ragged_bands
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.store import RunRow, Store, ValueColumns
-from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, trusted
+from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, tolerates, trusted
 from gatecfg.windows import Baselines, Window
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
@@ -141,7 +142,7 @@ def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
     return Selected(step, logged, None, reason, None)
 
 
-def _selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
+def stored_selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
     """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
     if stored is None:
         return Selection([], [], [], [], [])
@@ -247,8 +248,13 @@ class Replayer:
         self._steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
         self._coordinates = {g.metric: g.coordinate(series) for g in test.gates}
 
-    def judge(self, run: StoredRun) -> RunReplay:
-        """The run's verdicts against the runs before it; the run then joins their baselines."""
+    def judge(self, run: StoredRun, *, trust: bool | None = None) -> RunReplay:
+        """The run's verdicts against the runs before it; the run then joins their baselines.
+
+        With `trust` (the trust judging every gate would give it, as `bulk_trust` finds it), only the
+        gates of `keep` are judged and pooled: a replayer handed one run so must be handed every run so."""
+        if trust is not None:
+            return self._judge_kept(run, is_trusted=trust)
         selections = self._selections(run)
         windows: dict[str, Window] = {}
         for gate, coordinate, chosen in selections:
@@ -270,17 +276,32 @@ class Replayer:
         self._add(run, selections, is_trusted)
         return RunReplay(run, kept, is_trusted, injected)
 
-    def skip(self, run: StoredRun) -> None:
-        """A run whose trust is set (`trust_override`) and whose verdicts nobody asks for: it only joins
-        the baselines, as `judge` would have added it."""
-        if run.trust_override is None:
-            raise ValueError(f"run {run.run_id!r} has no trust of its own: judge it")
-        self._add(run, self._selections(run), run.trust_override)
+    def _judge_kept(self, run: StoredRun, *, is_trusted: bool) -> RunReplay:
+        if self._keep is None:
+            raise ValueError("a run's trust stands in for the gates that are not kept: pass keep")
+        selections = [s for s in self._selections(run) if s[0].metric in self._keep]
+        windows: dict[str, Window] = {}
+        for gate, coordinate, chosen in selections:
+            window = self._baseline[gate.metric].window(chosen.steps, self.policy.window)
+            if window is not None:
+                windows[coordinate] = window
+        results = evaluate(selections, Baselines(windows), self.policy)
+        if run.trust_override is None and is_trusted and not trusted(results):  # pragma: no cover
+            raise AssertionError(f"run {run.run_id!r}: bulk trust and its own verdicts differ")
+        injected: dict[str, Status] = {}
+        if self._inject is not None:
+            shifted = [
+                (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
+                for gate, coordinate, chosen in selections
+            ]
+            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
+        self._add(run, selections, is_trusted)
+        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected)
 
     def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
         selections = []
         for gate in self.test.gates:
-            chosen = _selection(gate, run.values.get((gate.metric, gate.steps_key)))
+            chosen = stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
             if chosen:
                 selections.append((gate, self._coordinates[gate.metric], chosen))
         return selections
@@ -341,11 +362,112 @@ def replay(
     *,
     keep: Collection[str] | None = None,
     inject: Shift | None = None,
+    bulk: BulkTrust | None = None,
 ) -> Replay:
     """Judge `runs` (one series, oldest first) one after another, each against the runs before it (see
-    `Replayer`)."""
+    `Replayer`). `bulk`: the `BulkTrust` of these runs under `test`, shared by several replays."""
     replayer = Replayer(test, series, policy, keep=keep, inject=inject)
-    return replayer.finish([replayer.judge(run) for run in runs])
+    # A replay that reports some gates needs the others only for each run's trust, found in bulk.
+    every = {g.metric for g in test.gates}
+    trust = None if keep is None or every <= set(keep) else (bulk or BulkTrust(test, runs)).trust(policy)
+    if trust is None:
+        return replayer.finish([replayer.judge(run) for run in runs])
+    return replayer.finish([replayer.judge(run, trust=t) for run, t in zip(runs, trust, strict=True)])
+
+
+# Rounds of `BulkTrust.trust` before it leaves a history to the run-by-run replay; a round judges every run.
+TRUST_ROUNDS = 6
+# Window values a judged block of runs gathers at once (x 8 bytes), which bounds BulkTrust's memory.
+BLOCK_VALUES = 4_000_000
+
+
+class BulkTrust:
+    """Each run's trust as judging `runs` (one series, oldest first) one by one under `test` decides it,
+    each gate's runs judged together (`GateMatrix`).
+
+    Under `baseline: trusted` a run's window rests on the trust of the runs before it, which rests on
+    their verdicts. A round judges every run given a guess of every trust: the first run the guess gets
+    wrong is judged right (every run before it was guessed right), so the next round, guessing what this
+    one found, is right up to there at least; a round that finds its own guess is the replay's answer.
+    Starting from "trusted unless set by hand", a history nearly always takes one or two rounds. That
+    first round judges the runs exactly as `baseline: nightly` does: each round's verdicts are kept, so
+    that the replays under both policies judge it once.
+    """
+
+    def __init__(self, test: ResolvedTest, runs: Sequence[StoredRun]) -> None:
+        self.test = test
+        self.runs = runs
+        self._hand = np.array([run.trust_override is not None for run in runs], bool)
+        self._given = np.array([bool(run.trust_override) for run in runs], bool)
+        self._matrices: list[GateMatrix] | None = None
+        self._blocked: dict[tuple[bytes, int, int, str, float], npt.NDArray[np.bool_]] = {}
+
+    def trust(self, policy: Policy) -> list[bool] | None:
+        """Each run's trust; None when finding it takes more than TRUST_ROUNDS rounds."""
+        if not self.runs:
+            return []
+        guess = np.where(self._hand, self._given, True)
+        for _ in range(TRUST_ROUNDS):
+            qualifies = guess if policy.baseline == "trusted" else ~(self._hand & ~self._given)
+            found = np.where(self._hand, self._given, ~self.blocked(qualifies, policy))
+            if policy.baseline != "trusted" or (found == guess).all():
+                return found.tolist()  # type: ignore[no-any-return]
+            guess = found
+        return None
+
+    def blocked(self, qualifies: npt.NDArray[np.bool_], policy: Policy) -> npt.NDArray[np.bool_]:
+        """Per run: whether a gate keeps it from being trusted, given which runs join baselines."""
+        # What verdicts rest on besides the windows' runs (`baseline` only chooses those runs).
+        key = (qualifies.tobytes(), policy.window, policy.min_history, policy.reference, policy.false_alarm)
+        found = self._blocked.get(key)
+        if found is None:
+            if self._matrices is None:
+                self._matrices = [
+                    GateMatrix.of(
+                        gate,
+                        [
+                            stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
+                            for run in self.runs
+                        ],
+                    )
+                    for gate in self.test.gates
+                    if gate.gated
+                ]
+            found = np.zeros(len(self.runs), bool)
+            for matrix in self._matrices:
+                found |= _blocked(matrix, qualifies, policy)
+            self._blocked[key] = found
+        return found
+
+
+def bulk_trust(test: ResolvedTest, runs: Sequence[StoredRun], policy: Policy) -> list[bool] | None:
+    """`BulkTrust(test, runs).trust(policy)`."""
+    return BulkTrust(test, runs).trust(policy)
+
+
+def _blocked(matrix: GateMatrix, qualifies: npt.NDArray[np.bool_], policy: Policy) -> npt.NDArray[np.bool_]:
+    """Per run: whether the gate keeps it from being trusted (a failing or erroring step, not tolerated)."""
+    runs = len(qualifies)
+    blocked = np.zeros(runs, bool)
+    gate = matrix.gate
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        for run in range(runs):
+            judged = matrix.night(qualifies, policy, run)
+            blocked[run] = judged is not None and judged.blocks_trust
+        return blocked
+    block = max(1, BLOCK_VALUES // max(1, len(matrix.steps) * policy.window))
+    for start in range(0, runs, block):
+        judged, rows = matrix.verdicts(qualifies, policy, np.arange(start, min(runs, start + block)))
+        statuses = np.array(judged.statuses, dtype=object)
+        count = {
+            status: np.bincount(rows, weights=statuses == status, minlength=runs).astype(np.int64)
+            for status in ("fail", "pass", "error")
+        }
+        for run in np.unique(rows).tolist():
+            failing = int(count["fail"][run])
+            tolerated = tolerates(gate, failing=failing, judged=failing + int(count["pass"][run]))
+            blocked[run] = count["error"][run] > 0 or (failing > 0 and not tolerated)
+    return blocked
 
 
 @dataclass(frozen=True)
@@ -516,15 +638,30 @@ def _next_ref(replayed: Replay, metric: str, step: int | None) -> float | None:
     return None if found is None else found.ref
 
 
-def _recorded(run: StoredRun, gate: ResolvedGate, step: int | None) -> Status | None:
-    """The verdict the run got when it was written. A stored step keeps `fail` even when its gate
+class Recorded:
+    """The verdicts the runs of a track got when they were written, per run and step, read once."""
+
+    def __init__(self, gate: ResolvedGate, track: Track) -> None:
+        self._gate = gate
+        self._steps: dict[str, dict[int, Status]] = {}
+        for run, _, _ in track:
+            stored = run.values.get((gate.metric, gate.steps_key))
+            if stored is not None:
+                self._steps[run.run_id] = dict(zip(stored.steps.tolist(), stored.status_list(), strict=True))
+
+    def status(self, run: StoredRun, step: int | None) -> Status | None:
+        if step is not None:
+            return self._steps.get(run.run_id, {}).get(step)
+        return _recorded(run, self._gate)
+
+
+def _recorded(run: StoredRun, gate: ResolvedGate) -> Status | None:
+    """The gate's verdict the run got when it was written. A stored step keeps `fail` even when its gate
     tolerated it; a run written trusted cannot have had a gate fail, so there its failing steps were
     tolerated."""
     stored = run.values.get((gate.metric, gate.steps_key))
     if stored is None:
         return None
-    if step is not None:
-        return stored.status_at(step)
     statuses: list[Status] = ["pass" if s == "fail" and run.gate_trusted else s for s in stored.status_list()]
     if not statuses:
         return None
@@ -541,17 +678,16 @@ def _flips(after: Track, before: Mapping[str, Status]) -> tuple[Flip, ...]:
 
 
 def _before(
-    against: Against,
+    recorded: Recorded | None,
     prior: Mapping[int | None, Track] | None,
-    gate: ResolvedGate,
     track: Track,
     step: int | None,
 ) -> dict[str, Status]:
-    """The verdicts flips are measured from: recorded ones, or the prior tree's replay (`prior`, None
-    when that tree has no such gate)."""
-    if against == "recorded":
+    """The verdicts flips are measured from: `recorded` ones (when flips are measured against them), or
+    the prior tree's replay (`prior`, None when that tree has no such gate)."""
+    if recorded is not None:
         return {
-            run.run_id: status for run, _, _ in track if (status := _recorded(run, gate, step)) is not None
+            run.run_id: status for run, _, _ in track if (status := recorded.status(run, step)) is not None
         }
     if prior is None:
         return {}
@@ -597,8 +733,9 @@ def backtest(
     for series, chosen in series_runs(runs).items():
         # Only the verdicts of the gates reported are kept: a replayed gate holds a window per run.
         keep = None if metric is None else {metric}
-        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject)
-        other = replay(test, series, chosen, other_policy, keep=keep)
+        bulk = BulkTrust(test, chosen)
+        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject, bulk=bulk)
+        other = replay(test, series, chosen, other_policy, keep=keep, bulk=bulk)
         prior = (
             replay(against, series, chosen, against.policy, keep=keep)
             if isinstance(against, ResolvedTest)
@@ -629,6 +766,7 @@ def _gate_reports(
     whole = _track(tracks, None)
     if not whole:
         return []
+    recorded = Recorded(gate, whole) if against == "recorded" else None
     single = _single_step(gate)
     policy = after.policy
     detection = _detection(after, gate.metric)
@@ -639,7 +777,7 @@ def _gate_reports(
         rows.append((None, whole))
         for one in sorted(after.bands.get(gate.metric, {})):
             track = _track(tracks, one)
-            flips = _flips(track, _before(against, prior_tracks if same_steps else None, gate, track, one))
+            flips = _flips(track, _before(recorded, prior_tracks if same_steps else None, track, one))
             if flips or any(status == "fail" for _, status, _ in track):
                 rows.append((one, track))
     reports = []
@@ -663,7 +801,7 @@ def _gate_reports(
                 estimate=estimate,
                 flips=_flips(
                     track,
-                    _before(against, prior_tracks if step is None or same_steps else None, gate, track, step),
+                    _before(recorded, prior_tracks if step is None or same_steps else None, track, step),
                 ),
                 baseline=policy.baseline,
                 other=(

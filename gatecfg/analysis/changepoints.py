@@ -11,7 +11,9 @@ constant is tuned to data: each price below is derived from the model, and docs/
    the mean square of consecutive pairs of first differences: differencing cancels levels and drifts, and
    the log turns a scale factor into an additive shift of constant variance. PELT on that series, with
    the MBIC penalty below and the series' long-run variance (never below its Gaussian value), splits the
-   nights into stretches of one noise scale. Each split is then placed at its maximum-likelihood night.
+   nights into stretches of one noise scale. A rank test on the same pairs must confirm each split at the
+   same price (heavy-tailed noise otherwise passes for a change of spread). Each split is then placed at
+   its maximum-likelihood night.
 2. **Noise scale** of each stretch, `sigma = 1.4826 * MAD(first differences) / sqrt(2)`: differencing
    cancels the levels, so a handful of shifts cannot inflate it, and the MAD ignores the few large
    differences that shifts and outliers leave.
@@ -55,6 +57,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -74,6 +77,9 @@ LOCATION_LR_95 = -2 * math.log(1 - math.sqrt(0.95))
 # (variance 1.793 plus twice the lag-1 covariance 0.181), from a 4-million-night simulation;
 # `tests/test_regimes.py` recomputes it.
 LOG_POWER_LRV = 2.156
+# The same for Blom's normal scores of the pairs' mean squares (variance 1 by construction, lag-1
+# correlation 0.114), from the same simulation; `tests/test_regimes.py` recomputes it.
+SCORE_LRV = 1.228
 # 95% quantile of chi-square(1), and the one-sided normal 95% quantile for chi-square(k)'s (below).
 CHI2_1_95 = 3.841458820694124
 Z_95 = 1.6448536269514722
@@ -264,10 +270,58 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     # Never below its value under Gaussian noise (estimated from a few dozen pairs, it can come out low
     # by chance; heavier tails only raise it); sharing a night never makes the logs anticorrelated.
     scale = math.sqrt(max(g0 + 2 * g1, g0, LOG_POWER_LRV))
-    blocks = _pelt((logs - float(np.median(logs))) / scale, per_night)
+    found = _pelt((logs - float(np.median(logs))) / scale, per_night)
+    blocks = _rank_confirmed(power, list(found), per_night)
     # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
     starts = [0, *(2 * k + 1 for k in blocks[1:])]
     return _localise_spread(diffs, starts)
+
+
+def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[int]:
+    """The changes of scale among `blocks` (stretch starts, in pairs, 0 first) that a rank test
+    confirms at the price PELT charged for them; the weakest is dropped first, until every one left pays.
+
+    PELT on the logs prices a change for Gaussian noise, under which the logs have light tails; with
+    heavy-tailed noise (Student-t(3) nights) a few wild pairs in a stretch pass for a noisier regime. The
+    rank-transform test (Conover & Iman 1981) does not care how the noise is distributed: the pairs'
+    mean squares between a change's neighbours are replaced by Blom's normal scores of their ranks, whose
+    distribution is the same whatever the noise, and the two-sample statistic on them (the squared
+    difference of means over its variance) must exceed `per_night`, as the log-likelihood ratio must in
+    PELT. Neighbouring pairs share a night, so the variance of a mean is the within-stretch variance times
+    the long-run factor `1 + 2 rho` of the scores (rho from their lag-1 and lag-2 differences, which a
+    change moves only once; never below its Gaussian value, as for the logs).
+    """
+    if len(blocks) < 2:
+        return blocks
+    scores = _normal_scores(power)
+    g0 = float(np.mean((scores[2:] - scores[:-2]) ** 2)) / 2
+    g1 = g0 - float(np.mean(np.diff(scores) ** 2)) / 2
+    # g0 is 0 only when every pair ties (a quantised metric): no spread to tell apart, the floor holds.
+    factor = max(1 + 2 * g1 / g0, SCORE_LRV) if g0 > 0 else SCORE_LRV
+    blocks = list(blocks)
+    while len(blocks) > 1:
+        bounds = [*blocks, power.size]
+        statistics = []
+        for left, at, right in zip(bounds, bounds[1:], bounds[2:], strict=False):
+            local = _normal_scores(power[left:right])
+            before, after = local[: at - left], local[at - left :]
+            squares = float(np.sum((before - before.mean()) ** 2) + np.sum((after - after.mean()) ** 2))
+            variance = squares / (local.size - 2) * factor * (1 / before.size + 1 / after.size)
+            statistics.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
+        weakest = int(np.argmin(statistics))
+        if statistics[weakest] > per_night:
+            break
+        del blocks[weakest + 1]
+    return blocks
+
+
+def _normal_scores(values: Array) -> Array:
+    """Blom's normal scores: `Phi^-1((rank - 3/8) / (n + 1/4))`, tied values sharing their mean rank."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    below = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ranks = np.asarray(below + (counts + 1) / 2, dtype=np.float64)[inverse]
+    quantile = NormalDist().inv_cdf
+    return np.fromiter((quantile(q) for q in (ranks - 0.375) / (values.size + 0.25)), np.float64, values.size)
 
 
 def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
