@@ -654,11 +654,19 @@ def _rekey_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = _add(
         sub,
         "prune",
-        "List stored coordinates no gate declares any more; delete them with --yes.",
-        "gatecfg prune --orphaned --dry-run",
+        "List stored history nothing reads any more: coordinates no gate declares (--orphaned), or each "
+        "coordinate's values older than its newest N trusted ones (--keep N); delete them with --yes.",
+        "gatecfg prune --orphaned --dry-run\n  gatecfg prune --keep 100 --yes",
         _prune,
     )
-    p.add_argument("--orphaned", action="store_true", required=True, help="coordinates no declaration uses")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--orphaned", action="store_true", help="coordinates no declaration uses")
+    what.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="per coordinate, keep the newest N trusted values at each step (N >= every declared window)",
+    )
     p.add_argument("--dry-run", action="store_true", help="only list them")
     p.add_argument("--yes", action="store_true", help="delete them (one transaction)")
     _gates_option(p)
@@ -713,8 +721,14 @@ def _carry(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from gatecfg.commands.prune import prune_command
+    from gatecfg.commands.prune import keep_command, prune_command
 
+    if args.keep is not None:
+        if args.keep < 1:
+            raise InputError.at("gatecfg prune", f"--keep must be at least 1, got {args.keep}")
+        return keep_command(
+            gates=args.gates, db=db_url(args.db), keep=args.keep, dry_run=args.dry_run, yes=args.yes
+        )
     return prune_command(gates=args.gates, db=db_url(args.db), dry_run=args.dry_run, yes=args.yes)
 
 

@@ -1,22 +1,25 @@
-"""The terminal: the width text reports are drawn at, and signs of life on stderr during long commands.
+"""The terminal: plain-text reports drawn at its width, and signs of life on stderr during long commands.
 
-Tables fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
+Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
 they are drawn NOT_A_TTY_WIDTH wide. Progress goes to stderr: rich's progress bar on a terminal, else a
 line every HEARTBEAT_S seconds while a stage runs, so a quick command prints nothing extra.
+
+Tables are drawn here rather than by rich: rich measures every cell through its segment machinery, about
+half a millisecond per row and 0.1 s of imports, which made the text report of a small evaluation cost
+more than its store reads. A report's tables are a few dozen rows of plain strings; this draws them in
+rich's SIMPLE_HEAD layout in time proportional to what is shown.
 """
 
 from __future__ import annotations
 
-import io
 import shutil
 import sys
+import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TextIO
-
-from rich.console import Console
 
 NOT_A_TTY_WIDTH = 120
 MIN_WIDTH = 60
@@ -27,10 +30,67 @@ def width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((NOT_A_TTY_WIDTH, 24)).columns)
 
 
-def text_console() -> Console:
-    """A console that renders plain text into a string, as wide as the terminal. markup=False: a name
-    holding `[bold]` or `[/]` is text, not rich markup."""
-    return Console(file=io.StringIO(), width=width(), color_system=None, highlight=False, markup=False)
+class TextReport:
+    """A plain-text report as wide as the terminal: lines wrapped at word boundaries (a word longer than
+    the width is folded), and tables whose columns shrink, widest first, until the table fits."""
+
+    def __init__(self) -> None:
+        self.width = width()
+        self._lines: list[str] = []
+
+    def line(self, text: str = "", *, wrap: bool = True) -> None:
+        """One line, wrapped to the width unless `wrap` is false (a line a person greps for whole)."""
+        for part in text.split("\n"):
+            self._lines += _wrapped(part, self.width) if wrap else [part]
+
+    def table(
+        self, columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
+    ) -> None:
+        """Columns left-aligned, one space of padding each side, a rule under the header (rich's
+        SIMPLE_HEAD layout), a blank line before and after."""
+        if title is not None:
+            self.line(title)
+        widths = [max([len(column), *(len(row[i]) for row in rows)]) for i, column in enumerate(columns)]
+        # Two blanks of edge and padding per line, three between cells. Columns wrap at spaces first (down
+        # to their longest word), and only then fold words.
+        excess = sum(widths) + 3 * len(widths) + 1 - self.width
+        if excess > 0:
+            words = [
+                max(
+                    [len(word) for cell in (column, *(row[i] for row in rows)) for word in cell.split()]
+                    or [1]
+                )
+                for i, column in enumerate(columns)
+            ]
+            for floor in (words, [1] * len(widths)):
+                while excess > 0:
+                    slack = [w - f for w, f in zip(widths, floor, strict=True)]
+                    if max(slack) <= 0:
+                        break
+                    widths[slack.index(max(slack))] -= 1
+                    excess -= 1
+        self._lines.append("")
+        self._row(columns, widths)
+        self._lines.append(" " + "\u2500" * (sum(widths) + 3 * len(widths) - 1))
+        for row in rows:
+            self._row(row, widths)
+        self._lines.append("")
+
+    def text(self) -> str:
+        """The report, without trailing blanks on any line, ending in one newline."""
+        return "\n".join(line.rstrip() for line in self._lines).rstrip() + "\n"
+
+    def _row(self, cells: Sequence[str], widths: Sequence[int]) -> None:
+        folded = [_wrapped(cell, w) for cell, w in zip(cells, widths, strict=True)]
+        for k in range(max(len(parts) for parts in folded)):
+            parts = (f"{(p[k] if k < len(p) else ''):<{w}}" for p, w in zip(folded, widths, strict=True))
+            self._lines.append("  " + "   ".join(parts))
+
+
+def _wrapped(text: str, at: int) -> list[str]:
+    if len(text) <= at:
+        return [text]
+    return textwrap.wrap(text, at, break_on_hyphens=False) or [""]
 
 
 Advance = Callable[[int], None]
@@ -70,6 +130,7 @@ def stage(
 
 @contextmanager
 def _bar(out: TextIO, label: str, total: int | None) -> Iterator[Advance]:
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
     columns = [SpinnerColumn(), *Progress.get_default_columns()[:1]]

@@ -175,6 +175,22 @@ def test_only_the_documented_prune_role_may_prune(roles: tuple[str, str], tmp_pa
     assert "must be owner of table runs" in _denied(prune, "DROP TABLE runs")  # and still no DDL
 
 
+@pytest.mark.postgres
+def test_only_the_documented_prune_role_may_delete_old_values(roles: tuple[str, str], tmp_path: Path) -> None:
+    ci, prune = roles
+    gates, record = _tree(tmp_path)
+    (gates / "base.yaml").write_text("version: 1\npolicy:\n  window: 1\n", encoding="utf-8")
+    for night in ("night-1", "night-2"):
+        assert _evaluate(gates, record, ci, night)[0] == 0
+
+    refused = run_cli("prune", "--keep", "1", "--yes", "--gates", gates, "--db", ci)
+    assert refused.code == 3
+    assert "permission denied for table metric_points" in refused.err
+    pruned = run_cli("prune", "--keep", "1", "--yes", "--gates", gates, "--db", prune)
+    assert pruned.code == 0, pruned.err
+    assert "deleted 3 value(s) of 1 run(s) at 2 coordinate(s)" in pruned.out
+
+
 # --- bound parameters ----------------------------------------------------------------------------------
 
 HOSTILE_METRICS = [

@@ -7,16 +7,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich import box
-from rich.table import Table
-
 from gatecfg.analysis.backtest import Against, GateReport, Shift, Tally, backtest, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
 from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
-from gatecfg.terminal import stage, text_console
+from gatecfg.terminal import TextReport, stage
 
 FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
 
@@ -104,16 +101,16 @@ def _text(
     *,
     inject: Shift | None,
 ) -> str:
-    console = text_console()
+    out = TextReport()
     against = (
         "the verdicts recorded when each run was evaluated"
         if compared == "recorded"
         else f"the gates at {compared}"
     )
-    console.print(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
-    console.print(f"flips are measured against {against}")
+    out.line(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
+    out.line(f"flips are measured against {against}")
     if inject is not None:
-        console.print(
+        out.line(
             f"detects: each night judged again with {inject.text} injected (never stored), against the same "
             "baseline; the share that fails"
         )
@@ -125,47 +122,45 @@ def _text(
         resolved = next(t for t in tests if t.test == name)
         policy = resolved.policy
         other = rows[0].other[0]
-        table = Table(
-            box=box.SIMPLE_HEAD,
-            title=f"{name}  (labels {labels}; window {policy.window}, baseline {policy.baseline}, "
-            f"reference {policy.reference})",
-            title_justify="left",
-        )
         columns: tuple[str, ...] = (
             "metric", "step", "replayed", "judged", "failures", "rate", "estimate", "ref drift"
         )  # fmt: skip
         if inject is not None:
             columns = (*columns[:6], f"detects {inject.text}", *columns[6:])
-        for column in (*columns, f"with baseline: {other}", "flips"):
-            table.add_column(column, overflow="fold")
+        table: list[list[str]] = []
         for r in rows:
             alt = r.other[1]
             detects = [] if inject is None else [_detects(r)]
-            table.add_row(
-                r.metric,
-                "all" if r.step is None else ("last" if r.step == -1 else str(r.step)),
-                str(r.tally.replayed),
-                str(r.tally.judged),
-                str(r.tally.failures),
-                _rate(r.tally),
-                *detects,
-                "-" if r.estimate is None else r.estimate.describe(),
-                _drift(r.tally),
-                f"{alt.failures} failures, {_rate(alt)}, ref {_drift(alt)}",
-                str(len(r.flips)),
+            table.append(
+                [
+                    r.metric,
+                    "all" if r.step is None else ("last" if r.step == -1 else str(r.step)),
+                    str(r.tally.replayed),
+                    str(r.tally.judged),
+                    str(r.tally.failures),
+                    _rate(r.tally),
+                    *detects,
+                    "-" if r.estimate is None else r.estimate.describe(),
+                    _drift(r.tally),
+                    f"{alt.failures} failures, {_rate(alt)}, ref {_drift(alt)}",
+                    str(len(r.flips)),
+                ]
             )
-        console.print(table)
+        title = (
+            f"{name}  (labels {labels}; window {policy.window}, baseline {policy.baseline}, "
+            f"reference {policy.reference})"
+        )
+        out.table((*columns, f"with baseline: {other}", "flips"), table, title=title)
         for r in rows:
             if not r.flips:
                 continue
             step = "" if r.step is None else f" step {'last' if r.step == -1 else r.step}"
-            console.print(f"  {r.metric}{step}: {len(r.flips)} runs flip")
+            out.line(f"  {r.metric}{step}: {len(r.flips)} runs flip")
             for flip in r.flips[:FLIPS_SHOWN]:
                 commit = flip.commit or "-"
-                console.print(f"    {flip.run_id}  commit {commit}  {flip.before} -> {flip.after}")
+                out.line(f"    {flip.run_id}  commit {commit}  {flip.before} -> {flip.after}")
             if len(r.flips) > FLIPS_SHOWN:
-                console.print(f"    ... {len(r.flips) - FLIPS_SHOWN} more (--format json lists all)")
+                out.line(f"    ... {len(r.flips) - FLIPS_SHOWN} more (--format json lists all)")
     if not reports:
-        console.print("no stored runs hold the values of these gates: nothing to replay")
-    text: str = console.file.getvalue()  # type: ignore[attr-defined]
-    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+        out.line("no stored runs hold the values of these gates: nothing to replay")
+    return out.text()

@@ -6,15 +6,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rich import box
-from rich.table import Table
-
 from gatecfg.band import Band, fmt
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.store import HistoryRow, Store
 from gatecfg.store.links import Carry
-from gatecfg.terminal import text_console
+from gatecfg.terminal import TextReport
 
 
 def history(
@@ -91,40 +88,30 @@ def _json(row: HistoryRow) -> dict[str, Any]:
 
 
 def _table(rows: list[HistoryRow], limit: int | None) -> str:
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in (
-        "written",
-        "run",
-        "commit",
-        "trust",
-        "coordinate",
-        "step",
-        "value",
-        "status",
-        "ref",
-        "band",
-    ):
-        table.add_column(column, overflow="fold")
+    table: list[list[str]] = []
     for row in rows:
         p = row.point
         trust = "trusted" if row.trusted else "UNTRUSTED"
         if row.trust_override is not None:
             trust += " (set by hand)"
         band = Band(p.ref, 0, p.lo, p.hi).interval() if p.ref is not None else "-"
-        table.add_row(
-            row.created_at.strftime("%Y-%m-%d %H:%M"),
-            row.run_id,
-            (row.commit or "-")[:10],
-            trust,
-            row.coordinate.coordinate,
-            "last" if p.step == -1 else str(p.step),
-            fmt(p.value),
-            p.status,
-            fmt(p.ref) if p.ref is not None else "-",
-            band,
+        table.append(
+            [
+                row.created_at.strftime("%Y-%m-%d %H:%M"),
+                row.run_id,
+                (row.commit or "-")[:10],
+                trust,
+                row.coordinate.coordinate,
+                "last" if p.step == -1 else str(p.step),
+                fmt(p.value),
+                p.status,
+                fmt(p.ref) if p.ref is not None else "-",
+                band,
+            ]
         )
-    console = text_console()
-    console.print(table)
+    out = TextReport()
+    columns = ("written", "run", "commit", "trust", "coordinate", "step", "value", "status", "ref", "band")
+    out.table(columns, table)
     if limit is not None and len(rows) == limit:
-        console.print(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
-    return console.file.getvalue().rstrip()  # type: ignore[attr-defined,no-any-return]
+        out.line(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
+    return out.text().rstrip()

@@ -1,9 +1,12 @@
-"""`gatecfg prune --orphaned`: the stored coordinates no declaration in the gate tree uses any more.
+"""`gatecfg prune`: stored history nothing reads any more, listed, and deleted only with `--yes` (and
+without `--dry-run`), in one transaction.
 
-A coordinate is used when a declared gate has its key (test, metric, steps, constraint; in any series, since
-labels come from the CI job, not the tree), or when a used coordinate continues its history through an
-active carry. The rest are listed, and deleted only with `--yes` and without `--dry-run`, in one
-transaction.
+* `--orphaned`: the coordinates no declaration in the gate tree uses. A coordinate is used when a declared
+  gate has its key (test, metric, steps, constraint; in any series, since labels come from the CI job, not
+  the tree), or when a used coordinate continues its history through an active carry.
+* `--keep N` (retention): per coordinate, the values of runs older than the newest N trusted values at
+  each step (store/retention.py says exactly what stays). N below a declared `window` is refused: those
+  values are still read by a baseline.
 """
 
 from __future__ import annotations
@@ -17,20 +20,13 @@ from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.resolve import GateTree, ResolvedGate, display_path, load_tree
 from gatecfg.store import CoordinateSummary, Store
 from gatecfg.store.links import Carry
+from gatecfg.store.retention import Retained
 
 Key = tuple[str, str, str, str]  # test, metric, steps_key, constraint_key
 
 
 def prune_command(*, gates: Path, db: str, dry_run: bool, yes: bool) -> int:
-    tree = load_tree(gates)
-    if tree.problems:
-        raise InputError(tree.problems)
-    if not tree.tests:
-        raise InputError.at(
-            Location(display_path(gates)),
-            "no gate file here declares a test, so every stored coordinate would look orphaned",
-            hint="pass --gates DIR with the gate tree whose history this store holds",
-        )
+    tree = _declaring(gates, "every stored coordinate would look orphaned")
     with Store.open(db) as store:
         orphans = orphaned(store.summaries(), tree, store.carries(active_only=True))
         if not orphans:
@@ -46,6 +42,79 @@ def prune_command(*, gates: Path, db: str, dry_run: bool, yes: bool) -> int:
         deleted = store.prune({s.spec.coordinate: s.n_values for s in orphans})
     print(f"deleted {count} ({deleted} values) from {store.url}")
     return EXIT_OK
+
+
+def keep_command(*, gates: Path, db: str, keep: int, dry_run: bool, yes: bool) -> int:
+    tree = _declaring(gates, f"--keep {keep} cannot be checked against the baseline windows it declares")
+    _check_windows(tree, keep)
+    with Store.open(db) as store:
+        planned = store.retention_plan(keep)
+        if not planned:
+            print(
+                f"nothing to prune: no coordinate in {store.url} holds more than {keep} trusted values a step"
+            )
+            return EXIT_OK
+        print(_retention_listing(planned, keep))
+        if dry_run or not yes:
+            why = "--dry-run" if dry_run else "pass --yes to delete them"
+            print(f"{_retention_count(planned)}; nothing deleted ({why})")
+            return EXIT_OK
+        done, deleted = store.retain(keep)
+    print(f"deleted {_retention_count(done)} ({deleted} values) from {store.url}")
+    return EXIT_OK
+
+
+def _declaring(gates: Path, otherwise: str) -> GateTree:
+    tree = load_tree(gates)
+    if tree.problems:
+        raise InputError(tree.problems)
+    if not tree.tests:
+        raise InputError.at(
+            Location(display_path(gates)),
+            f"no gate file here declares a test, so {otherwise}",
+            hint="pass --gates DIR with the gate tree whose history this store holds",
+        )
+    return tree
+
+
+def _check_windows(tree: GateTree, keep: int) -> None:
+    """Refuse a --keep that would delete values some declared baseline window still reads."""
+    test = max(tree.tests.values(), key=lambda t: t.policy.window)
+    if keep < test.policy.window:
+        where = test.policy.sources.get("window") or test.file
+        raise InputError.at(
+            Location(where),
+            f"--keep {keep} would delete values that the baseline of {test.test} still reads "
+            f"(window {test.policy.window}): nothing deleted",
+            dotted="policy.window",
+            hint=f"pass --keep {test.policy.window} or more (a few more than the window leave room to "
+            "untrust a run by hand)",
+        )
+
+
+def _retention_count(planned: Sequence[Retained]) -> str:
+    runs = len({run_pk for r in planned for run_pk in r.doomed})
+    values = sum(r.values_doomed for r in planned)
+    return f"{values} value(s) of {runs} run(s) at {len(planned)} coordinate(s)"
+
+
+def _retention_listing(planned: Sequence[Retained], keep: int) -> str:
+    """What goes, by test and metric: per coordinate, what stays and what goes."""
+    lines = [
+        f"values older than the newest {keep} trusted values at each step (kept: run records, newer runs):"
+    ]
+    ordered = sorted(planned, key=lambda r: (r.spec.test, r.spec.metric, r.spec.series_key, r.spec.steps_key))
+    for test, group in groupby(ordered, key=lambda r: r.spec.test):
+        lines.append(f"  {test}")
+        for r in group:
+            labels = json.loads(r.spec.series_key).get("labels") or {}
+            shown = f" [{', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}]" if labels else ""
+            lines += [
+                f"    {r.spec.metric}{shown}: steps {r.spec.steps_key}, constraint {r.spec.constraint_key}",
+                f"      {r.spec.coordinate} · deletes {r.values_doomed} values of {len(r.doomed)} runs · "
+                f"keeps {r.values_kept} values of {r.runs_kept} runs",
+            ]
+    return "\n".join(lines)
 
 
 def orphaned(

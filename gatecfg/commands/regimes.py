@@ -8,10 +8,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from gatecfg.analysis.changepoints import MIN_REGIME
 from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
 from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
@@ -20,7 +16,7 @@ from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.resolve import load_tree
 from gatecfg.store import Store
-from gatecfg.terminal import stage, text_console
+from gatecfg.terminal import TextReport, stage
 
 SHORT_SHA = 12
 STEPS_LISTED = 3  # a metric shifting at more steps than this is summarised in the text table
@@ -64,16 +60,6 @@ def regimes(
     return EXIT_OK
 
 
-def _console() -> Console:
-    return text_console()
-
-
-def _text(console: Console) -> str:
-    # rich pads every line to the table's width; trailing blanks only get in the way of grep and diff.
-    written = str(console.file.getvalue())  # type: ignore[attr-defined]
-    return "".join(line.rstrip() + "\n" for line in written.splitlines())
-
-
 def _sha(commit: str | None) -> str:
     return "-" if commit is None else commit[:SHORT_SHA]
 
@@ -105,83 +91,82 @@ def _likely(r: Regime) -> str:
 
 
 def _one_text(test: str, found: Regimes) -> str:
-    console = _console()
-    console.print(f"regimes of {found.metric} at step {step_name(found.step)}  ({test})")
+    out = TextReport()
+    out.line(f"regimes of {found.metric} at step {step_name(found.step)}  ({test})")
     nights = found.nights
     if not nights:
-        console.print("no stored nightly values: nothing to analyse yet")
-        return _text(console)
+        out.line("no stored nightly values: nothing to analyse yet")
+        return out.text()
     detection = found.detection
-    console.print(
+    out.line(
         f"{len(nights)} nightlies, {nights[0].created_at:%Y-%m-%d} to {nights[-1].created_at:%Y-%m-%d}; "
         f"noise sigma {fmt(detection.sigma)}; {len(found.regimes)} regime(s)"
     )
     if len(nights) < 2 * MIN_REGIME:
-        console.print(f"fewer than {2 * MIN_REGIME} nightlies: too few to tell a shift from noise")
+        out.line(f"fewer than {2 * MIN_REGIME} nightlies: too few to tell a shift from noise")
     if found.outlier_runs:
-        console.print(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
-    table = Table(box=box.SIMPLE_HEAD)
-    columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread")
-    for column in (*columns, "kind", "change vs previous", "likely start"):
-        table.add_column(column, overflow="fold")
+        out.line(f"outlier nights set aside while detecting: {', '.join(found.outlier_runs)}")
+    rows: list[list[str]] = []
     no_code_change = False
     for number, r in enumerate(found.regimes, start=1):
         opened = _sha(r.first_commit)
         if r.same_commit_as_before:
             opened += " *"
             no_code_change = True
-        table.add_row(
-            str(number),
-            r.first_run,
-            r.last_run,
-            f"{r.start_date:%Y-%m-%d}",
-            f"{r.end_date:%Y-%m-%d}",
-            opened,
-            str(r.n),
-            fmt(r.median),
-            fmt(r.mean),
-            fmt(r.spread),
-            r.kind,
-            _change(r),
-            _likely(r),
+        rows.append(
+            [
+                str(number),
+                r.first_run,
+                r.last_run,
+                f"{r.start_date:%Y-%m-%d}",
+                f"{r.end_date:%Y-%m-%d}",
+                opened,
+                str(r.n),
+                fmt(r.median),
+                fmt(r.mean),
+                fmt(r.spread),
+                r.kind,
+                _change(r),
+                _likely(r),
+            ]
         )
-    console.print(table)
+    columns = ("#", "first run", "last run", "from", "to", "opened by", "n", "median", "mean", "spread")
+    out.table((*columns, "kind", "change vs previous", "likely start"), rows)
     if no_code_change:
-        console.print("* the night before ran the same commit: the shift came without a code change")
-    return _text(console)
+        out.line("* the night before ran the same commit: the shift came without a code change")
+    return out.text()
 
 
 def _all_text(test: str, found: Sequence[Regimes]) -> str:
-    console = _console()
+    out = TextReport()
     shifted = [r for r in found if len(r.regimes) > 1]
     together = coincidences(found)
     nights = max((len(r.nights) for r in found), default=0)
-    console.print(f"regimes of every gate of {test}")
+    out.line(f"regimes of every gate of {test}")
     if not any(r.nights for r in found):
-        console.print("no stored nightly values: nothing to analyse yet")
-        return _text(console)
-    console.print(
+        out.line("no stored nightly values: nothing to analyse yet")
+        return out.text()
+    out.line(
         f"{len(found)} coordinate(s), up to {nights} nightlies each; {len(shifted)} shifted; "
         f"{len(together)} commit(s) opened a regime"
     )
     if not together:
-        console.print("no shifts: every coordinate holds one level")
-        return _text(console)
-    table = Table(box=box.SIMPLE_HEAD, title="shifts by the commit that opened them", title_justify="left")
-    for column in ("commit", "first run", "date", "metrics", "shifts"):
-        table.add_column(column, overflow="fold")
+        out.line("no shifts: every coordinate holds one level")
+        return out.text()
+    rows: list[list[str]] = []
     no_code_change = False
     for c in together:
         commit = _sha(c.commit)
         if c.same_commit_as_before:
             commit += " *"
             no_code_change = True
-        table.add_row(commit, c.first_run, f"{c.start_date:%Y-%m-%d}", str(len(c.metrics)), _shifts_text(c))
-    console.print(table)
+        rows.append([commit, c.first_run, f"{c.start_date:%Y-%m-%d}", str(len(c.metrics)), _shifts_text(c)])
+    columns = ("commit", "first run", "date", "metrics", "shifts")
+    out.table(columns, rows, title="shifts by the commit that opened them")
     if no_code_change:
-        console.print("* the night before ran the same commit: the shift came without a code change")
-    console.print("per coordinate: gatecfg regimes --test T --metric M [--step S]")
-    return _text(console)
+        out.line("* the night before ran the same commit: the shift came without a code change")
+    out.line("per coordinate: gatecfg regimes --test T --metric M [--step S]")
+    return out.text()
 
 
 def _shifts_text(c: Coincidence) -> str:

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich import box
-from rich.table import Table
-
 from gatecfg.band import fmt
 from gatecfg.escape import terminal
 from gatecfg.report import RunReport, band_label, role, step_label
-from gatecfg.terminal import text_console
+from gatecfg.terminal import TextReport
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
 DETAIL_ROWS_PER_GATE = 10
@@ -23,69 +20,70 @@ def _pct(v: Verdict) -> str:
 
 
 def render_text(report: RunReport) -> str:
-    console = text_console()
+    out = TextReport()
     run = report.run
-    console.print(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
+    out.line(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
-    console.print(
+    out.line(
         terminal(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
     )
     if report.enforce_disabled:
-        console.print("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
+        out.line("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
     for note in report.notes:
-        console.print(terminal(note))
+        out.line(terminal(note))
 
     attention = _attention(report.results)
     if attention:
-        table = Table(box=box.SIMPLE_HEAD, title="needs attention", title_justify="left")
-        for column in ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason"):
-            table.add_column(column, overflow="fold")
+        rows: list[list[str]] = []
         for result, shown, more in attention:
             metric = terminal(result.gate.metric)
             for row in shown:
                 v = row.verdict
                 single = row.steps == 1
-                table.add_row(
-                    v.status.upper() + (" (tolerated)" if v.tolerated else ""),
-                    role(result),
-                    metric,
-                    step_label(v) if single else f"{row.steps} steps",
-                    fmt(v.value) if v.value is not None and single else "-",
-                    fmt(v.band.ref) if v.band.ref is not None else "-",
-                    str(v.band.n),
-                    band_label(v),
-                    _pct(v) if single else "",
-                    # The columns already say why a band failed; other reasons need the words.
-                    "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
+                rows.append(
+                    [
+                        v.status.upper() + (" (tolerated)" if v.tolerated else ""),
+                        role(result),
+                        metric,
+                        step_label(v) if single else f"{row.steps} steps",
+                        fmt(v.value) if v.value is not None and single else "-",
+                        fmt(v.band.ref) if v.band.ref is not None else "-",
+                        str(v.band.n),
+                        band_label(v),
+                        _pct(v) if single else "",
+                        # The columns already say why a band failed; other reasons need the words.
+                        "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
+                    ]
                 )
             if more:
-                table.add_row("", "", metric, f"+{more} more", *[""] * 6)
-        console.print(table)
+                rows.append(["", "", metric, f"+{more} more", *[""] * 6])
+        columns = ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason")
+        out.table(columns, rows, title="needs attention")
 
-    table = Table(box=box.SIMPLE_HEAD, title="gates", title_justify="left")
-    for column in ("status", "role", "metric", "steps", "coordinates", "source"):
-        table.add_column(column, overflow="fold")
-    for result in report.results:
-        gate = result.gate
-        table.add_row(
+    gates = [
+        [
             result.status.upper(),
             role(result),
-            terminal(gate.metric),
-            gate.steps_key,
+            terminal(result.gate.metric),
+            result.gate.steps_key,
             _spread(result),
-            terminal(f"{gate.file}:{gate.line}"),
-        )
-    console.print(table)
+            terminal(f"{result.gate.file}:{result.gate.line}"),
+        ]
+        for result in report.results
+    ]
+    out.table(("status", "role", "metric", "steps", "coordinates", "source"), gates, title="gates")
     for result in report.results:
         if result.why is not None:
             # One line, however long: a person greps for it in a CI log.
-            line = f"{role(result).upper()} FAIL {terminal(result.gate.metric)}: {terminal(result.why)}"
-            console.print(line, soft_wrap=True)
+            out.line(
+                f"{role(result).upper()} FAIL {terminal(result.gate.metric)}: {terminal(result.why)}",
+                wrap=False,
+            )
 
     for warning in report.warnings:
-        console.print(terminal(f"WARNING re-key: {warning.message}"))
-    console.print(terminal(_verdict_line(report)))
-    return console.file.getvalue().rstrip() + "\n"  # type: ignore[attr-defined,no-any-return]
+        out.line(terminal(f"WARNING re-key: {warning.message}"))
+    out.line(terminal(_verdict_line(report)))
+    return out.text()
 
 
 @dataclass(frozen=True)

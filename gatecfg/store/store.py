@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, writes
+from gatecfg.store import baselines, inventory, links, reads, retention, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -26,6 +26,7 @@ from gatecfg.store.engine import (
     store_errors,
 )
 from gatecfg.store.links import Carry
+from gatecfg.store.retention import Retained
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSummary,
@@ -182,6 +183,18 @@ class Store:
         it was listed with (hash -> values); else nothing. Returns the number of values deleted."""
         with self._errors("delete coordinates from the history store"), self._writer.begin() as conn:
             return inventory.delete(conn, listed, where=self.url)
+
+    def retention_plan(self, keep: int) -> list[Retained]:
+        """What `retain(keep)` would delete now, per coordinate (only coordinates that lose something)."""
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return retention.plan(conn, keep)
+
+    def retain(self, keep: int) -> tuple[list[Retained], int]:
+        """Per coordinate, delete the values of runs no baseline of at most `keep` values reaches, in one
+        transaction (store/retention.py); returns what was deleted and the number of values."""
+        with self._errors("delete old values from the history store"), self._writer.begin() as conn:
+            planned = retention.plan(conn, keep)
+            return planned, retention.delete(conn, planned)
 
     def carries(
         self,
