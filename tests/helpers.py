@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from gatecfg.cli import main
 from gatecfg.errors import EXIT_BUG
 
@@ -43,3 +45,13 @@ def subprocess_env() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(ignored)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     return env
+
+
+def count(url: str, sql: str) -> int:
+    """The one number a SQL query returns, read through a short-lived engine on the store at `url`."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text(sql)).scalar_one())
+    finally:
+        engine.dispose()

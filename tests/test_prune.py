@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-from helpers import run_cli
+from helpers import count, run_cli
 from rekey_helpers import (
     GSM8K,
     GSM8K_FILE,
@@ -25,15 +24,6 @@ from gatecfg.errors import StoreError
 from gatecfg.store import Store
 
 OLD_CONSTRAINT = '{"abs_floor_down":0.05,"rel_down":0.2}'
-
-
-def count(url: str, sql: str) -> int:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(sa.text(sql)).scalar_one())
-    finally:
-        engine.dispose()
 
 
 def raw_reward_values(url: str) -> int:

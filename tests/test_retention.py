@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import run_cli
+from helpers import count, run_cli
 
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 
@@ -21,15 +21,6 @@ TEST = "tests/e2e/test_retention_ci.py"
 METRIC = "train/grad_norm"
 WINDOW = 3
 T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
-
-
-def count(url: str, sql: str) -> int:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(sa.text(sql)).scalar_one())
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture

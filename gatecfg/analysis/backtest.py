@@ -256,23 +256,14 @@ class Replayer:
         if trust is not None:
             return self._judge_kept(run, is_trusted=trust)
         selections = self._selections(run)
-        windows: dict[str, Window] = {}
-        for gate, coordinate, chosen in selections:
-            window = self._baseline[gate.metric].window(chosen.steps, self.policy.window)
-            if window is not None:
-                windows[coordinate] = window
+        windows = self._windows(selections)
         # The hand-over point: a night's selected values meet the verdict here.
         results = evaluate(selections, Baselines(windows), self.policy)
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
         kept = {r.gate.metric: r for r in results if self._keep is None or r.gate.metric in self._keep}
-        injected: dict[str, Status] = {}
-        if self._inject is not None:
-            shifted = [
-                (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
-                for gate, coordinate, chosen in selections
-                if self._keep is None or gate.metric in self._keep
-            ]
-            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
+        injected = self._injected(
+            [s for s in selections if self._keep is None or s[0].metric in self._keep], windows
+        )
         self._add(run, selections, is_trusted)
         return RunReplay(run, kept, is_trusted, injected)
 
@@ -280,23 +271,33 @@ class Replayer:
         if self._keep is None:
             raise ValueError("a run's trust stands in for the gates that are not kept: pass keep")
         selections = [s for s in self._selections(run) if s[0].metric in self._keep]
+        windows = self._windows(selections)
+        results = evaluate(selections, Baselines(windows), self.policy)
+        if run.trust_override is None and is_trusted and not trusted(results):  # pragma: no cover
+            raise AssertionError(f"run {run.run_id!r}: bulk trust and its own verdicts differ")
+        injected = self._injected(selections, windows)
+        self._add(run, selections, is_trusted)
+        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected)
+
+    def _windows(self, selections: Sequence[tuple[ResolvedGate, str, Selection]]) -> dict[str, Window]:
         windows: dict[str, Window] = {}
         for gate, coordinate, chosen in selections:
             window = self._baseline[gate.metric].window(chosen.steps, self.policy.window)
             if window is not None:
                 windows[coordinate] = window
-        results = evaluate(selections, Baselines(windows), self.policy)
-        if run.trust_override is None and is_trusted and not trusted(results):  # pragma: no cover
-            raise AssertionError(f"run {run.run_id!r}: bulk trust and its own verdicts differ")
-        injected: dict[str, Status] = {}
-        if self._inject is not None:
-            shifted = [
-                (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
-                for gate, coordinate, chosen in selections
-            ]
-            injected = {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
-        self._add(run, selections, is_trusted)
-        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected)
+        return windows
+
+    def _injected(
+        self, selections: Sequence[tuple[ResolvedGate, str, Selection]], windows: dict[str, Window]
+    ) -> dict[str, Status]:
+        """Each gate's status with `--inject`'s shift added to its night (never stored, never pooled)."""
+        if self._inject is None:
+            return {}
+        shifted = [
+            (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
+            for gate, coordinate, chosen in selections
+        ]
+        return {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
 
     def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
         selections = []
