@@ -221,3 +221,32 @@ def test_runs_of_known_trust_judged_a_block_at_a_time_store_what_each_judged_alo
                 list(want.los),
                 list(want.his),
             )
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nights=st.integers(1, 30))
+def test_a_gates_matrix_made_from_stored_columns_is_the_one_made_from_their_selections(
+    test_gates: ResolvedTest, seed: int, nights: int
+) -> None:
+    # Every kind of gate, tracked ones dropping their non-finite values, runs that skip a gate or log other
+    # steps; and the same history with every run on the same steps, which takes the matrix whole.
+    runs = history(test_gates, seed, nights)
+    regular = [
+        dataclasses.replace(
+            run,
+            values={
+                key: ValueColumns(np.arange(len(c)), c.values, c.statuses)
+                for key, c in run.values.items()
+                if len(c) == 6 or key[1] != '"all"'
+            },
+        )
+        for run in runs
+    ]
+    for nights_ in (runs, regular):
+        for gate in test_gates.gates:
+            columns = [run.values.get((gate.metric, gate.steps_key)) for run in nights_]
+            made = GateMatrix.stored(gate, columns)
+            want = GateMatrix.of(gate, [stored_selection(gate, c) for c in columns])
+            assert made.steps.tolist() == want.steps.tolist()
+            assert (made.present == want.present).all()
+            assert repr(made.values[made.present].tolist()) == repr(want.values[want.present].tolist())

@@ -542,6 +542,36 @@ def test_run_values_reads_each_runs_columns_with_the_first_key_of_a_quantity_win
     assert grad[GRAD_NORM.metric, '"all"'].steps.tolist() == [3]
 
 
+def test_run_values_reads_the_statuses_of_the_metrics_asked_for_only(store: Store) -> None:
+    # A replay needs every value but the recorded verdicts of the gates it reports: the statuses of the
+    # other metrics are not read, and a NaN reads back as NaN either way.
+    store.write_run(
+        run_info("r0", day=0),
+        {
+            REWARD: [
+                StoredPoint(0, 1.0, "fail", None, None, None),
+                StoredPoint(1, math.nan, "error", None, None, None),
+            ],
+            GRAD_NORM: [StoredPoint(3, 2.5, "tracked", None, None, None)],
+        },
+    )
+    metrics = [REWARD.metric, GRAD_NORM.metric]
+
+    [(_, some)] = store.run_values(test=TEST, metrics=metrics, statuses={REWARD.metric})
+    [(_, none)] = store.run_values(test=TEST, metrics=metrics, statuses=())
+    [(_, every)] = store.run_values(test=TEST, metrics=metrics)
+
+    assert some[REWARD.metric, '"all"'].status_list() == ["fail", "error"]
+    assert some[GRAD_NORM.metric, '"all"'].statuses is None
+    assert all(column.statuses is None for column in none.values())
+    assert every[GRAD_NORM.metric, '"all"'].status_list() == ["tracked"]
+    for read in (some, none, every):
+        assert repr(read[REWARD.metric, '"all"'].values.tolist()) == "[1.0, nan]"
+        assert read[GRAD_NORM.metric, '"all"'].steps.tolist() == [3]
+    with pytest.raises(ValueError, match="not read"):
+        none[REWARD.metric, '"all"'].status_list()
+
+
 def test_run_values_reads_in_batches_sized_by_rows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     # A read budget of a few rows: each batch of runs is sized from the rows per run of the one before.
     monkeypatch.setattr(store_reads, "ROWS_PER_READ", 5)

@@ -23,7 +23,7 @@ from typing import cast
 import numpy as np
 
 from gatecfg import __version__
-from gatecfg.analysis.backtest import StoredRun, stored_selection
+from gatecfg.analysis.backtest import StoredRun
 from gatecfg.analysis.importer import Entry, Export, ImportedRun
 from gatecfg.analysis.matrix import GateMatrix, stored_columns
 from gatecfg.errors import InputError
@@ -168,7 +168,7 @@ class Backfill:
         points: list[Points] = [{} for _ in judged]
         for gate in self.test.gates:
             key = (gate.metric, gate.steps_key)
-            matrix = GateMatrix.of(gate, [stored_selection(gate, run.values.get(key)) for run in runs])
+            matrix = GateMatrix.stored(gate, [run.values.get(key) for run in runs])
             matrix = matrix.after(tails.get(gate.metric))
             carried = len(matrix.values) - len(runs)  # the tail's rows come first
             pooled = np.concatenate([np.ones(carried, bool), qualifies])

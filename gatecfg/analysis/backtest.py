@@ -31,11 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
-from gatecfg.analysis.matrix import GateMatrix
+from gatecfg.analysis.matrix import GateMatrix, stored_selection
 from gatecfg.band import Band, band, ragged_bands
 from gatecfg.models import Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
-from gatecfg.select import LAST_STEP, Selected, Selection
+from gatecfg.select import LAST_STEP, Selection
 from gatecfg.store import RunRow, Store, ValueColumns
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, tolerates, trusted
 from gatecfg.windows import Baselines, Window
@@ -129,33 +129,6 @@ class Replay:
     bands: Mapping[str, Mapping[int, Band]]
     distributions: Mapping[str, Mapping[int, Sequence[float]]]
     inject: Shift | None = None  # the regression each night was also judged with
-
-
-def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
-    """A stored value as `select` would have handed it to `judge` (a non-finite one only where gated)."""
-    logged = None if step == LAST_STEP else step
-    if math.isfinite(value):
-        return Selected(step, logged, value, None, None)
-    if not gate.gated:
-        return None
-    reason = "value is NaN" if math.isnan(value) else f"value is {'-' * (value < 0)}Infinity"
-    return Selected(step, logged, None, reason, None)
-
-
-def stored_selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
-    """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
-    if stored is None:
-        return Selection([], [], [], [], [])
-    steps = stored.steps.tolist()
-    if np.isfinite(stored.values).all():
-        logged = [None if step == LAST_STEP else step for step in steps] if LAST_STEP in steps else steps
-        none = [None] * len(steps)
-        return Selection(steps, logged, stored.values.tolist(), none, none, numbers=stored.values)
-    return Selection.of(
-        s
-        for step, value in zip(steps, stored.values.tolist(), strict=True)
-        if (s := _selected(gate, step, value))
-    )
 
 
 class _Pool:
@@ -270,7 +243,7 @@ class Replayer:
     def _judge_kept(self, run: StoredRun, *, is_trusted: bool) -> RunReplay:
         if self._keep is None:
             raise ValueError("a run's trust stands in for the gates that are not kept: pass keep")
-        selections = [s for s in self._selections(run) if s[0].metric in self._keep]
+        selections = self._selections(run, self._keep)
         windows = self._windows(selections)
         results = evaluate(selections, Baselines(windows), self.policy)
         if run.trust_override is None and is_trusted and not trusted(results):  # pragma: no cover
@@ -299,9 +272,14 @@ class Replayer:
         ]
         return {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
 
-    def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
+    def _selections(
+        self, run: StoredRun, only: Collection[str] | None = None
+    ) -> list[tuple[ResolvedGate, str, Selection]]:
+        """The run's selection of each gate (of the metrics `only`; None: every gate) holding values."""
         selections = []
         for gate in self.test.gates:
+            if only is not None and gate.metric not in only:
+                continue
             chosen = stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
             if chosen:
                 selections.append((gate, self._coordinates[gate.metric], chosen))
@@ -424,12 +402,8 @@ class BulkTrust:
         if found is None:
             if self._matrices is None:
                 self._matrices = [
-                    GateMatrix.of(
-                        gate,
-                        [
-                            stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
-                            for run in self.runs
-                        ],
+                    GateMatrix.stored(
+                        gate, [run.values.get((gate.metric, gate.steps_key)) for run in self.runs]
                     )
                     for gate in self.test.gates
                     if gate.gated
@@ -828,9 +802,15 @@ def _detection(replayed: Replay, metric: str) -> Detection | None:
     return Detection(replayed.inject.text, len(statuses), statuses.count("fail"))
 
 
-def stored_runs(store: Store, test: str, metrics: Sequence[str]) -> list[StoredRun]:
-    """Every stored run of `test`, oldest first, with its values of `metrics` as columns."""
-    return [stored_run(row, values) for row, values in store.run_values(test=test, metrics=metrics)]
+def stored_runs(
+    store: Store, test: str, metrics: Sequence[str], *, statuses: Collection[str] | None = None
+) -> list[StoredRun]:
+    """Every stored run of `test`, oldest first, with its values of `metrics` as columns, and the statuses
+    they were written with for the metrics of `statuses` (None: all)."""
+    return [
+        stored_run(row, values)
+        for row, values in store.run_values(test=test, metrics=metrics, statuses=statuses)
+    ]
 
 
 def stored_run(row: RunRow, values: Mapping[tuple[str, str], ValueColumns]) -> StoredRun:

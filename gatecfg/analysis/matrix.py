@@ -14,6 +14,7 @@ A budget gate decides over all the steps of one night together, so its cells can
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,14 +22,41 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import LAST_STEP, Selection
-from gatecfg.store.rows import PointColumns
+from gatecfg.select import LAST_STEP, Selected, Selection
+from gatecfg.store.rows import PointColumns, ValueColumns
 from gatecfg.verdicts import GateVerdicts
 from gatecfg.windows import Window
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
+    """A stored value as `select` would have handed it to `judge` (a non-finite one only where gated)."""
+    logged = None if step == LAST_STEP else step
+    if math.isfinite(value):
+        return Selected(step, logged, value, None, None)
+    if not gate.gated:
+        return None
+    reason = "value is NaN" if math.isnan(value) else f"value is {'-' * (value < 0)}Infinity"
+    return Selected(step, logged, None, reason, None)
+
+
+def stored_selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
+    """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
+    if stored is None:
+        return Selection([], [], [], [], [])
+    steps = stored.steps.tolist()
+    if np.isfinite(stored.values).all():
+        logged = [None if step == LAST_STEP else step for step in steps] if LAST_STEP in steps else steps
+        none = [None] * len(steps)
+        return Selection(steps, logged, stored.values.tolist(), none, none, numbers=stored.values)
+    return Selection.of(
+        s
+        for step, value in zip(steps, stored.values.tolist(), strict=True)
+        if (s := _selected(gate, step, value))
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,34 @@ class GateMatrix:
                 at = np.searchsorted(steps, np.asarray(chosen.steps, np.int64))
                 values[r, at], present[r, at] = chosen.numbers(), True
         return cls(gate, steps, values, present)
+
+    @classmethod
+    def stored(cls, gate: ResolvedGate, columns: Sequence[ValueColumns | None]) -> GateMatrix:
+        """The matrix of each run's stored values of the gate (None: it holds none), as `of` makes it of
+        their `stored_selection`s: a value that is not finite is an error (NaN) where the gate is gated,
+        and not selected where it is not. Taken whole when the runs hold the same steps (nearly always:
+        they share one steps array), without a Python object per value."""
+        held = [c for c in columns if c is not None and len(c)]
+        if not held:
+            return cls(
+                gate, np.empty(0, np.int64), np.empty((len(columns), 0)), np.empty((len(columns), 0), bool)
+            )
+        first = held[0].steps
+        if not all(c.steps is first or np.array_equal(c.steps, first) for c in held):
+            return cls.of(gate, [stored_selection(gate, c) for c in columns])
+        values = np.full((len(columns), len(first)), np.nan)
+        present = np.zeros(values.shape, bool)
+        rows = [r for r, c in enumerate(columns) if c is not None and len(c)]
+        values[rows] = np.stack([c.values for c in held])
+        present[rows] = True
+        finite = np.isfinite(values)
+        values[~finite] = np.nan
+        if not gate.gated:
+            present &= finite
+            kept = present.any(axis=0)
+            if not kept.all():  # a step none of the runs holds a finite value at is selected by none
+                return cls(gate, first[kept].astype(np.int64), values[:, kept], present[:, kept])
+        return cls(gate, first.astype(np.int64), values, present)
 
     def after(self, earlier: GateMatrix | None) -> GateMatrix:
         """These runs under the rows of `earlier` (a `tail`), over the steps of both."""

@@ -58,7 +58,11 @@ def backtest_command(
                 against = before.tests.get(resolved.test)
                 if against is not None:
                     metrics |= {g.metric for g in against.gates}
-            runs = stored_runs(store, resolved.test, sorted(metrics))
+            # Flips against recorded verdicts read the statuses of the gates reported, and only those.
+            reported = None if metric is None else {metric}
+            runs = stored_runs(
+                store, resolved.test, sorted(metrics), statuses=reported if against == "recorded" else ()
+            )
             runs_seen += len(runs)
             reports += backtest(resolved, runs, against=against, metric=metric, inject=inject)
             advance(1)

@@ -46,7 +46,7 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
             stored = (
                 (row.run.created_at, with_current_trust(stored_run(row, values), row.trusted))
                 for row, values in store.run_values(
-                    test=test, metrics=[g.metric for g in resolved.gates], series_key=series
+                    test=test, metrics=[g.metric for g in resolved.gates], series_key=series, statuses=()
                 )
             )
             with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):

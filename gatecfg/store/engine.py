@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -168,7 +168,9 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def driver_rows(conn: Connection, statement: sa.Select[Any]) -> Sequence[Any]:
+def driver_rows(
+    conn: Connection, statement: sa.Select[Any], parameters: Mapping[str, Any] | None = None
+) -> Sequence[Any]:
     """The rows of `statement` as the DBAPI cursor's tuples, without a SQLAlchemy Row per row (which costs
     more than the database does at hundreds of thousands of rows).
 
@@ -176,7 +178,7 @@ def driver_rows(conn: Connection, statement: sa.Select[Any]) -> Sequence[Any]:
     expanding IN list keeps one compiled form whatever its length) and the connection's transaction and
     error handling apply; only the rows skip the Row objects.
     """
-    result = conn.execute(statement)
+    result = conn.execute(statement, parameters)
     try:
         return result.cursor.fetchall() if result.cursor is not None else []
     finally:

@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -86,11 +86,17 @@ ROWS_PER_READ = 500_000
 
 
 def run_values(
-    conn: Connection, runs: Sequence[tuple[int, object]], *, test: str, metrics: Sequence[str]
+    conn: Connection,
+    runs: Sequence[tuple[int, object]],
+    *,
+    test: str,
+    metrics: Sequence[str],
+    statuses: Collection[str] | None = None,
 ) -> Iterator[tuple[object, dict[tuple[str, str], ValueColumns]]]:
     """Every stored value of `metrics` of `test` for each of `runs` ((run pk, anything) pairs, in the
     order wanted), as (anything, {(metric, steps_key): ValueColumns}), read a batch of runs at a time in
-    primary-key order: millions of values stream through without a Python object each.
+    primary-key order: millions of values stream through without a Python object each. The statuses are
+    read only for the metrics of `statuses` (None: all); the others' columns hold none.
 
     A run holds one quantity under two keys only when a constraint change was carried; then the values of
     the key that sorts first (by constraint_key, then series) win, and the other key adds only the steps
@@ -106,60 +112,58 @@ def run_values(
             yield item, {}
         return
     rank = {pk: (n, metric, steps_key) for n, (pk, metric, steps_key) in enumerate(keys)}
-    code = sa.case(
-        *((metric_points.c.status == status, i) for i, status in enumerate(STATUSES)), else_=len(STATUSES)
-    )
+    # One coordinate per statement, so that a row is the three columns a replay needs (a status only
+    # where asked for): the driver's tuples are most of the cost of a read of millions of values.
+    plain = sa.select(metric_points.c.run_pk, metric_points.c.step, metric_points.c.value)
+    statements = {
+        pk: (plain.add_columns(metric_points.c.status) if statuses is None or metric in statuses else plain)
+        .where(
+            metric_points.c.coordinate_pk == sa.bindparam("coordinate"),
+            metric_points.c.run_pk.in_(sa.bindparam("runs", expanding=True)),
+        )
+        .order_by(metric_points.c.run_pk, metric_points.c.step)
+        for pk, (_, metric, _) in rank.items()
+    }
     interned: dict[bytes, npt.NDArray[np.int64]] = {}
     start, size = 0, 1
     while start < len(runs):
         batch = runs[start : start + size]
         found: dict[int, list[tuple[int, int, ValueColumns]]] = {pk: [] for pk, _ in batch}
+        run_pks = sorted(pk for pk, _ in batch)
         rows = 0
-        for coordinate_pks in chunks(list(rank)):
-            statement = (
-                sa.select(
-                    metric_points.c.coordinate_pk,
-                    metric_points.c.run_pk,
-                    metric_points.c.step,
-                    # NULL (a NaN) as a flag beside a number: the rows then fill a numpy record array
-                    # straight from the cursor's tuples.
-                    sa.func.coalesce(metric_points.c.value, 0.0),
-                    metric_points.c.value.is_(None),
-                    code,
-                )
-                .where(
-                    metric_points.c.coordinate_pk.in_(coordinate_pks),
-                    metric_points.c.run_pk.in_([pk for pk, _ in batch]),
-                )
-                .order_by(metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step)
-            )
-            fetched = driver_rows(conn, statement)
+        for coordinate_pk, statement in statements.items():
+            fetched = driver_rows(conn, statement, {"coordinate": coordinate_pk, "runs": run_pks})
             rows += len(fetched)
-            for coordinate_pk, run_pk, columns in _segments(fetched, interned):
-                found[run_pk].append((*rank[coordinate_pk][:1], coordinate_pk, columns))
+            for run_pk, columns in _segments(fetched, interned):
+                found[run_pk].append((rank[coordinate_pk][0], coordinate_pk, columns))
         for pk, item in batch:
             yield item, _quantities(found[pk], rank)
         start += len(batch)
         size = max(1, min(IN_CHUNK, ROWS_PER_READ * len(batch) // max(rows, 1)))
 
 
-_ROW = np.dtype(
-    [("coordinate", np.int64), ("run", np.int64), ("step", np.int64), ("value", np.float64),
-     ("null", np.bool_), ("status", np.int8)]
-)  # fmt: skip
+# A stored row as the driver hands it over: NULL (a NaN, which SQLite cannot store) reads as NaN.
+_ROW = np.dtype([("run", np.int64), ("step", np.int64), ("value", np.float64)])
+_STATUS_ROW = np.dtype([*_ROW.descr, ("status", f"U{max(map(len, STATUSES))}")])
 
 
 def _segments(
     rows: Sequence[Any], interned: dict[bytes, npt.NDArray[np.int64]]
-) -> Iterator[tuple[int, int, ValueColumns]]:
-    """(coordinate pk, run pk, columns) per run and coordinate of rows in primary-key order."""
+) -> Iterator[tuple[int, ValueColumns]]:
+    """(run pk, columns) per run of one coordinate's rows in primary-key order."""
     if not rows:
         return
-    table = np.fromiter(rows, _ROW, count=len(rows))
-    values = np.where(table["null"], np.nan, table["value"])
-    coordinate, run = table["coordinate"], table["run"]
-    starts = np.flatnonzero((coordinate[1:] != coordinate[:-1]) | (run[1:] != run[:-1])) + 1
+    with_status = len(rows[0]) == len(_STATUS_ROW.names or ())
+    table = np.fromiter(rows, _STATUS_ROW if with_status else _ROW, count=len(rows))
+    codes: npt.NDArray[np.int8] | None = None
+    if with_status:
+        codes = np.full(len(rows), -1, np.int8)
+        for code, status in enumerate(STATUSES):
+            codes[table["status"] == status] = code
+    run = table["run"]
+    starts = np.flatnonzero(run[1:] != run[:-1]) + 1
     bounds = [0, *starts.tolist(), len(rows)]
+    values = table["value"]
     for lo, hi in itertools.pairwise(bounds):
         steps = table["step"][lo:hi]
         key = steps.tobytes()
@@ -167,9 +171,8 @@ def _segments(
         if shared is None:
             shared = interned[key] = steps.copy()
         yield (
-            int(coordinate[lo]),
             int(run[lo]),
-            ValueColumns(shared, values[lo:hi].copy(), table["status"][lo:hi].copy()),
+            ValueColumns(shared, values[lo:hi].copy(), None if codes is None else codes[lo:hi]),
         )
 
 
@@ -190,7 +193,9 @@ def _quantities(
         by_quantity[metric, steps_key] = ValueColumns(
             steps[order],
             np.concatenate([first.values, columns.values[extra]])[order],
-            np.concatenate([first.statuses, columns.statuses[extra]])[order],
+            None
+            if first.statuses is None or columns.statuses is None
+            else np.concatenate([first.statuses, columns.statuses[extra]])[order],
         )
     return by_quantity
 

@@ -80,11 +80,12 @@ class PointColumns:
 @dataclass(frozen=True, eq=False)
 class ValueColumns:
     """A run's stored values of one quantity (metric, steps_key) as arrays, in step order: the value (NaN
-    as NaN) and its status's index in STATUSES. Runs that hold the same steps share one steps array."""
+    as NaN) and its status's index in STATUSES (None: not read). Runs that hold the same steps share one
+    steps array."""
 
     steps: npt.NDArray[np.int64]
     values: npt.NDArray[np.float64]
-    statuses: npt.NDArray[np.int8]
+    statuses: npt.NDArray[np.int8] | None
 
     @classmethod
     def of(cls, values: Mapping[int, float], status: Status) -> ValueColumns:
@@ -102,10 +103,15 @@ class ValueColumns:
     def status_at(self, step: int) -> Status | None:
         """The status of the value at `step`; None where there is none."""
         at = int(np.searchsorted(self.steps, step))
-        return STATUSES[self.statuses[at]] if at < len(self.steps) and self.steps[at] == step else None
+        return STATUSES[self._codes()[at]] if at < len(self.steps) and self.steps[at] == step else None
 
     def status_list(self) -> list[Status]:
-        return [STATUSES[code] for code in self.statuses.tolist()]
+        return [STATUSES[code] for code in self._codes().tolist()]
+
+    def _codes(self) -> npt.NDArray[np.int8]:
+        if self.statuses is None:
+            raise ValueError("the statuses of these values were not read")
+        return self.statuses
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -258,14 +258,20 @@ class Store:
             )
 
     def run_values(
-        self, *, test: str, metrics: Sequence[str], series_key: str | None = None
+        self,
+        *,
+        test: str,
+        metrics: Sequence[str],
+        series_key: str | None = None,
+        statuses: Collection[str] | None = None,
     ) -> Iterator[tuple[RunRow, dict[tuple[str, str], ValueColumns]]]:
         """Every stored run of `test` (of one series, or all), oldest first, with its values of `metrics`
         as arrays per (metric, steps_key) (see `reads.run_values`), read a batch of runs at a time as the
-        caller goes: millions of values never sit in memory at once unless the caller keeps them."""
+        caller goes: millions of values never sit in memory at once unless the caller keeps them. The
+        statuses they were written with are read for the metrics of `statuses` only (None: all)."""
         with self._errors("read the history store"), self._engine.connect() as conn:
             listed = reads.keyed_runs(conn, test=test, series_key=series_key)
-            for row, values in reads.run_values(conn, listed, test=test, metrics=metrics):
+            for row, values in reads.run_values(conn, listed, test=test, metrics=metrics, statuses=statuses):
                 yield cast(RunRow, row), values
 
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
