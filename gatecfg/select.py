@@ -127,12 +127,13 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selecti
     else:
         position = {step: i for i, step in enumerate(column.steps)}
         stored, indices = steps, [position.get(step, -1) for step in steps]
-    values = [column.values[i] if i >= 0 else None for i in indices]
+    whole = steps == "all"  # every logged point, in order: the column's own lists
+    values = list(column.values) if whole else [column.values[i] if i >= 0 else None for i in indices]
     numbers = None if None in values else np.array(values, np.float64)
     if numbers is not None and np.isfinite(numbers).all():
         # Every step logged with a finite number: nearly always, and taken as whole lists.
-        logged = [column.steps[i] for i in indices]
-        locations = [column.locations[i] for i in indices]
+        logged = list(column.steps) if whole else [column.steps[i] for i in indices]
+        locations = list(column.locations) if whole else [column.locations[i] for i in indices]
         return Selection(stored, logged, values, [None] * len(values), locations, numbers=numbers)
     judged = [
         _judge(metric, step, column.point(i), gated=gated, last=steps == "last")

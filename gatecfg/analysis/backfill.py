@@ -14,11 +14,15 @@ replay with the trust the store gives it now.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+import itertools
+import threading
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
+from queue import Full, Queue
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -38,6 +42,7 @@ UNJUDGED = STATUSES.index("cold")
 WRITTEN_BY = f"{__version__} (import)"
 
 Points = dict[CoordinateSpec, PointColumns]
+T = TypeVar("T")
 # Values of imported runs judged as one block (a matrix per gate): a few runs of a large test at a time.
 BLOCK_VALUES = 250_000
 
@@ -124,9 +129,16 @@ class Backfill:
     def runs(
         self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
     ) -> Iterator[tuple[RunInfo, Points]]:
+        """The runs of `blocks`, one at a time."""
+        return itertools.chain.from_iterable(self.blocks(stored, already_stored=already_stored))
+
+    def blocks(
+        self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
+    ) -> Iterator[list[tuple[RunInfo, Points]]]:
         """The export's runs but `already_stored` ones, oldest first, with the points `evaluate --write`
-        would have stored: each judged against the runs before it, imported or `stored` (the series'
-        stored runs, oldest first, with the trust the store gives them now), stored-first at equal times.
+        would have stored, a judged block of runs at a time: each judged against the runs before it,
+        imported or `stored` (the series' stored runs, oldest first, with the trust the store gives them
+        now), stored-first at equal times.
 
         Every run's trust is known (the export's, the store's), so whether it joins the baselines is too:
         the runs are judged a block at a time, each gate's block as one matrix (`GateMatrix`), exactly as
@@ -146,10 +158,10 @@ class Backfill:
             block.append((imported, run))
             size += sum(map(len, imported.values.values()))
             if size >= BLOCK_VALUES:
-                yield from self._judged(block, tails)
+                yield list(self._judged(block, tails))
                 block, size = [], 0
         if block:
-            yield from self._judged(block, tails)
+            yield list(self._judged(block, tails))
 
     def _judged(
         self, block: Sequence[tuple[StoredRun, ImportedRun | None]], tails: dict[str, GateMatrix]
@@ -223,3 +235,47 @@ class Backfill:
 def with_current_trust(run: StoredRun, trusted: bool) -> StoredRun:
     """A stored run as the replay should see it: with the trust the store gives it now."""
     return dataclasses.replace(run, trust_override=trusted)
+
+
+def made_ahead(items: Iterable[T], depth: int) -> Iterator[T]:
+    """`items` as a thread of their own makes them, at most `depth` ahead of the caller: an import judges
+    the next block of runs while this thread writes the one before, since both store drivers release the
+    GIL while the database works on a statement. An error in making them is raised here; a caller that
+    stops early stops the thread at its next item."""
+    queue: Queue[tuple[bool, T | None, BaseException | None]] = Queue(depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[bool, T | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            with contextlib.suppress(Full):
+                queue.put(entry, timeout=0.05)
+                return True
+        return False
+
+    def make() -> None:
+        made = iter(items)
+        try:
+            for item in made:
+                if not put((False, item, None)):
+                    break
+            else:
+                put((True, None, None))
+        except BaseException as exc:  # handed over to the caller, whatever it is
+            put((True, None, exc))
+        finally:
+            if isinstance(made, Generator):
+                made.close()  # in this thread: a store read's connection goes back to its pool
+
+    thread = threading.Thread(target=make, name="gatecfg-made-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            done, item, error = queue.get()
+            if error is not None:
+                raise error
+            if done:
+                return
+            yield cast(T, item)
+    finally:
+        stop.set()
+        thread.join()

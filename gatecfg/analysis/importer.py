@@ -11,9 +11,10 @@ A date without a zone is UTC: CI exports rarely say, and the runs only need a co
 JSON numbers or the non-finite spellings records accept (`NaN`, `Infinity`, `-Infinity`); any other text is
 an error that names the file and line, since a backfill that silently drops cells is worse than none.
 
-An export is read twice, a line at a time, so that its size never sits in memory: `read_export` checks
-every run and indexes it (date, id, where it starts in the file), then `Export.runs` reads the runs back
-in date order, one at a time, as the import writes them.
+An export is read once, a line at a time, so that its size never sits in memory: `read_export` checks
+every run, indexes it (date, id) and spills its columns as arrays to a scratch file (16 bytes a value, in
+the temporary folder, gone with the export), from which `Export.runs` reads the runs back in date order,
+one at a time, as the import writes them, without parsing the export again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import dataclasses
 import itertools
 import json
 import math
+import os
+import pickle
+import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,42 +76,68 @@ class ImportedRun:
 
 @dataclass(frozen=True)
 class Entry:
-    """What the first reading keeps of a run: enough to order it and to find it again."""
+    """What the reading keeps of a run in memory: enough to order it and to find its columns again."""
 
     run_id: str
     created_at: datetime
     commit: str | None
     trusted: bool
     location: Location  # the row or line
-    offset: int  # byte offset of its first line in the file
+    spilled: tuple[int, int]  # where its columns are in the scratch file: offset, size
     metrics: frozenset[str]  # the metrics it gives a value of
+
+
+class _Scratch:
+    """The columns of an export's runs, spilled as arrays to an anonymous temporary file as they are read
+    (which the system removes when it is closed), and read back by position."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its export is
+        self._size = 0
+
+    def add(self, run: ImportedRun) -> tuple[int, int]:
+        columns = [
+            (metric, np.asarray(column.steps, np.int64), np.asarray(column.values, np.float64))
+            for metric, column in run.record.columns.items()
+        ]
+        data = pickle.dumps((sorted(run.single), columns), protocol=5)
+        self._file.write(data)
+        at, self._size = self._size, self._size + len(data)
+        return at, len(data)
+
+    def run(self, entry: Entry) -> ImportedRun:
+        self._file.flush()
+        offset, size = entry.spilled
+        single, columns = pickle.loads(os.pread(self._file.fileno(), size, offset))
+        return ImportedRun(
+            run_id=entry.run_id,
+            created_at=entry.created_at,
+            commit=entry.commit,
+            trusted=entry.trusted,
+            record=_record(
+                {metric: (steps.tolist(), values.tolist()) for metric, steps, values in columns},
+                entry.location,
+            ),
+            single=frozenset(single),
+            location=entry.location,
+        )
 
 
 @dataclass(frozen=True)
 class Export:
     path: str  # as shown in messages
-    file: Path
     kind: str  # "csv" or "jsonl"
     entries: tuple[Entry, ...]  # ordered by date; equal dates keep the file's order
     header: Mapping[str, Location]  # metric -> where it was first named (CSV header cell, or a line)
     metrics: frozenset[str]  # every metric some run gives
     single: Mapping[str, Location]  # metrics some run gives as one value: the first such run
-    columns: tuple[_Column, ...] = ()  # CSV: the metric columns of the header
-    names: tuple[str, ...] = ()  # CSV: every header cell
+    scratch: _Scratch = dataclasses.field(repr=False, compare=False)
 
     def runs(self, skip: Collection[str] = ()) -> Iterator[ImportedRun]:
-        """The export's runs in date order, but those of `skip` (run ids), read again one at a time."""
-        with _open(self.file, self.path) as handle:
-            for entry in self.entries:
-                if entry.run_id in skip:
-                    continue
-                handle.seek(entry.offset)
-                lines = _Lines(handle, self.path, first_line=entry.location.line or 1)
-                if self.kind == "jsonl":
-                    yield next(_runs(lines, self.path))
-                else:
-                    reader = csv.reader(lines)
-                    yield _csv_run(next(reader), _index(self.names), self.columns, entry.location)
+        """The export's runs in date order, but those of `skip` (run ids), read back one at a time."""
+        for entry in self.entries:
+            if entry.run_id not in skip:
+                yield self.scratch.run(entry)
 
 
 def read_export(path: Path, shown: str) -> Export:
@@ -118,7 +148,7 @@ def read_export(path: Path, shown: str) -> Export:
         first = lines.peek()
         kind = _kind(path, first)
         scan = _scan_csv if kind == "csv" else _scan_jsonl
-        export = scan(lines, path, shown)
+        export = scan(lines, shown, _Scratch())
     if not export.entries:
         raise InputError.at(Location(shown), "the export holds no runs", hint=_format_hint(kind))
     seen: dict[str, Location] = {}
@@ -135,14 +165,14 @@ def read_export(path: Path, shown: str) -> Export:
     return dataclasses.replace(export, entries=tuple(sorted(export.entries, key=lambda e: e.created_at)))
 
 
-def _entry(run: ImportedRun, offset: int) -> Entry:
+def _entry(run: ImportedRun, scratch: _Scratch) -> Entry:
     return Entry(
         run.run_id,
         run.created_at,
         run.commit,
         run.trusted,
         run.location,
-        offset,
+        scratch.add(run),
         frozenset(run.record.columns),
     )
 
@@ -163,13 +193,12 @@ def _open(path: Path, shown: str) -> Iterator[BinaryIO]:
 
 
 class _Lines:
-    """A file's lines as text, a line at a time, knowing the byte offset where the next one starts."""
+    """A file's lines as text, a line at a time, counting them."""
 
-    def __init__(self, handle: BinaryIO, shown: str, *, first_line: int = 1) -> None:
+    def __init__(self, handle: BinaryIO, shown: str) -> None:
         self._handle = handle
         self._shown = shown
-        self.offset = handle.tell()
-        self.number = first_line - 1  # lines read so far
+        self.number = 0  # lines read so far
         self._peeked: str | None = None
 
     def peek(self) -> str:
@@ -188,7 +217,6 @@ class _Lines:
         raw = self._handle.readline()
         if not raw:
             raise StopIteration
-        self.offset += len(raw)
         self.number += 1
         if self.number == 1:
             # Editors and Windows tools may prepend a byte order mark, which is not an error.
@@ -202,10 +230,6 @@ class _Lines:
                 f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
                 hint="save the export file as UTF-8 text",
             ) from None
-
-    def start(self) -> int:
-        """The byte offset of the next line not yet handed out."""
-        return self.offset - (len(self._peeked.encode()) if self._peeked else 0)
 
 
 def _format_hint(kind: str) -> str:
@@ -283,12 +307,12 @@ def _split_metric(name: str) -> tuple[str, int | None]:
     return name, None
 
 
-def _scan_csv(lines: _Lines, path: Path, shown: str) -> Export:
+def _scan_csv(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
     reader = csv.reader(lines)
     try:
         header = next(reader)
     except StopIteration:
-        return Export(shown, path, "csv", (), {}, frozenset(), {})
+        return Export(shown, "csv", (), {}, frozenset(), {}, scratch)
     except csv.Error as exc:
         raise InputError.at(Location(shown, 1), f"malformed CSV: {exc}") from None
     names = [h.strip() for h in header]
@@ -301,7 +325,6 @@ def _scan_csv(lines: _Lines, path: Path, shown: str) -> Export:
     line = 1
     try:
         while True:
-            offset = lines.start()
             try:
                 row = next(reader)
             except StopIteration:
@@ -317,15 +340,13 @@ def _scan_csv(lines: _Lines, path: Path, shown: str) -> Export:
                     hint="quote cells that hold commas; leave a cell empty rather than out",
                 )
             run = _csv_run(row, index, tuple(columns), location)
-            entries.append(_entry(run, offset))
+            entries.append(_entry(run, scratch))
             given.update(run.record.columns)
             for metric in run.single:
                 single.setdefault(metric, location)
     except csv.Error as exc:
         raise InputError.at(Location(shown, line + 1), f"malformed CSV: {exc}") from None
-    return Export(
-        shown, path, "csv", tuple(entries), header_at, frozenset(given), single, tuple(columns), tuple(names)
-    )
+    return Export(shown, "csv", tuple(entries), header_at, frozenset(given), single, scratch)
 
 
 def _index(names: Sequence[str]) -> dict[str, int]:
@@ -516,20 +537,18 @@ def _shallow(obj: dict[str, object]) -> tuple[int, int]:
     return strings, nulls
 
 
-def _scan_jsonl(lines: _Lines, path: Path, shown: str) -> Export:
+def _scan_jsonl(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
     entries: list[Entry] = []
     first_seen: dict[str, Location] = {}
     single: dict[str, Location] = {}
-    offset = lines.start()
     for run in _runs(lines, shown):
         location = run.location
-        entries.append(_entry(run, offset))
+        entries.append(_entry(run, scratch))
         for metric in run.record.columns:
             first_seen.setdefault(metric, location)
         for metric in run.single:
             single.setdefault(metric, location)
-        offset = lines.start()
-    return Export(shown, path, "jsonl", tuple(entries), first_seen, frozenset(first_seen), single)
+    return Export(shown, "jsonl", tuple(entries), first_seen, frozenset(first_seen), single, scratch)
 
 
 def _jsonl_run(obj: dict[str, object], location: Location, path: str, numbers: Numbers) -> ImportedRun:

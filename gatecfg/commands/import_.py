@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 
-from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, with_current_trust
+from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
 from gatecfg.analysis.backtest import stored_run
 from gatecfg.analysis.importer import read_export
 from gatecfg.errors import EXIT_OK, InputError
@@ -50,7 +51,9 @@ def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mappi
                 )
             )
             with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):
-                written = store.write_runs(plan.runs(stored, already_stored=known))
+                # The next block of runs is judged while one is written.
+                blocks = made_ahead(plan.blocks(stored, already_stored=known), 1)
+                written = store.write_runs(itertools.chain.from_iterable(blocks))
         url = store.url
     skipped = len(export.entries) - sum(written)
     print(f"imported {sum(written)} run(s) of {test} from {export.path} into {url}")
