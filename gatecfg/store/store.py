@@ -53,7 +53,7 @@ PG_UPGRADE_LOCK = 0x6761746563666701
 
 
 # SQLite's page cache while `write_runs` writes (negative: KiB).
-BULK_CACHE_KIB = -65_536
+BULK_CACHE_KIB = -32_768
 
 
 class Store:
