@@ -455,9 +455,13 @@ def _pg_url(server_url: str, database: str) -> str:
     return sa.make_url(server_url).set(database=database).render_as_string(hide_password=False)
 
 
+# Names of the scratch databases this script creates (and drops) on the --pg server.
+PG_PREFIX = "gatecfg_bench"
+
+
 @contextlib.contextmanager
 def _pg_database(server_url: str) -> Iterator[str]:
-    name = f"gatecfg_bench_{uuid.uuid4().hex[:12]}"
+    name = f"{PG_PREFIX}_{uuid.uuid4().hex[:12]}"
     server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     try:
         with server.connect() as conn:

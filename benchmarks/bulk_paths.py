@@ -8,7 +8,8 @@ them, without the rest of its figures (issue 15; results in docs/performance.md)
 For each store: the import of the whole history as a measured process (wall, CPU, peak RSS), beside the
 import of a tenth of it (how peak RSS grows); then `backtest --metric` of one gate beside the bare read of
 the test's values. The export is written once per work folder and reused. PostgreSQL runs in a database
-`bulk_paths_<runs>` on the `--pg` server, dropped first and kept after (for further measurements).
+`bulk_paths_<runs>` (`--pg-prefix`) on the `--pg` server, dropped first and kept after (for further
+measurements).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("GATECFG_TEST_PG_URL"), help="PostgreSQL server URL")
     parser.add_argument("--runs", type=int, default=200, help="stored nightlies (default 200: 8M values)")
     parser.add_argument("--workdir", type=Path, required=True, help="the export and SQLite store go here")
+    parser.add_argument(
+        "--pg-prefix",
+        default="bulk_paths",
+        help="PostgreSQL: name the kept database PREFIX_<runs> and the scratch ones PREFIX_<random>",
+    )
     args = parser.parse_args()
+    bench.PG_PREFIX = args.pg_prefix
     scale = bench.Scale(args.runs, 40, 1000, 20, 1, 1, 1)
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -49,7 +56,7 @@ def main() -> None:
         else:
             if not args.pg:
                 parser.error("PostgreSQL needs --pg URL or GATECFG_TEST_PG_URL")
-            name = f"bulk_paths_{scale.runs}"
+            name = f"{args.pg_prefix}_{scale.runs}"
             server = sa.create_engine(args.pg, isolation_level="AUTOCOMMIT")
             with server.connect() as conn:
                 conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

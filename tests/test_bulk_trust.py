@@ -274,3 +274,76 @@ def test_a_gates_matrix_made_from_stored_columns_is_the_one_made_from_their_sele
             assert made.steps.tolist() == want.steps.tolist()
             assert (made.present == want.present).all()
             assert repr(made.values[made.present].tolist()) == repr(want.values[want.present].tolist())
+
+
+FAILING = ("fail", "error")
+
+
+def rows_by_hand(
+    test: ResolvedTest, runs: list[StoredRun], metric: str, before: dict[tuple[str, int], str]
+) -> dict[int, list[tuple[str, str, str]]]:
+    """The per-step rows a backtest shows, found step by step: a step where some run fails, or flips
+    between failing and not against `before` ((run id, step): status), with its flips."""
+    replayed = replay(test, SERIES, runs, test.policy)
+    cells: dict[int, list[tuple[str, str]]] = {}
+    for r in replayed.runs:
+        result = r.results.get(metric)
+        if result is not None:
+            for step, status in zip(result.selection.steps, result.statuses, strict=True):
+                cells.setdefault(step, []).append((r.run.run_id, status))
+    rows = {}
+    for step, track in cells.items():
+        flips = [
+            (run_id, before[run_id, step], status)
+            for run_id, status in track
+            if (run_id, step) in before and (before[run_id, step] in FAILING) != (status in FAILING)
+        ]
+        if flips or any(status == "fail" for _, status in track):
+            rows[step] = flips
+    return rows
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    window=st.integers(1, 6),
+    metric=st.sampled_from(["two/sided", "tolerant"]),
+)
+def test_a_backtest_shows_the_steps_where_a_run_fails_or_flips_against_the_record_or_a_prior_tree(
+    test_gates: ResolvedTest, seed: int, window: int, metric: str
+) -> None:
+    rng = np.random.default_rng(seed)
+    runs = [
+        dataclasses.replace(
+            run,
+            values={
+                key: ValueColumns(c.steps, c.values, rng.choice([0, 0, 0, 1, 4], len(c)).astype(np.int8))
+                for key, c in run.values.items()
+            },
+        )
+        for run in history(test_gates, seed, 30)
+    ]
+    test = dataclasses.replace(test_gates, policy=dataclasses.replace(test_gates.policy, window=window))
+    prior = dataclasses.replace(test, policy=dataclasses.replace(test.policy, window=window % 6 + 1))
+    key = (metric, test.gate(metric).steps_key)  # type: ignore[union-attr]
+    recorded = {
+        (run.run_id, step): status
+        for run in runs
+        if key in run.values
+        for step, status in zip(run.values[key].steps.tolist(), run.values[key].status_list(), strict=True)
+    }
+    replayed_prior = replay(prior, SERIES, runs, prior.policy)
+    prior_statuses = {
+        (r.run.run_id, step): status
+        for r in replayed_prior.runs
+        if metric in r.results
+        for step, status in zip(r.results[metric].selection.steps, r.results[metric].statuses, strict=True)
+    }
+    for against, before in (("recorded", recorded), (prior, prior_statuses)):
+        reports = backtest.backtest(test, runs, against=against, metric=metric)  # type: ignore[arg-type]
+        shown = {
+            report.step: [(f.run_id, f.before, f.after) for f in report.flips]
+            for report in reports
+            if report.step is not None
+        }
+        assert shown == rows_by_hand(test, runs, metric, before)

@@ -33,10 +33,10 @@ import numpy.typing as npt
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.analysis.matrix import GateMatrix, stored_selection
 from gatecfg.band import Band, band, ragged_bands
-from gatecfg.models import Baseline
+from gatecfg.models import MAX_STEP, Baseline
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selection
-from gatecfg.store import RunRow, Store, ValueColumns
+from gatecfg.store import STATUSES, RunRow, Store, ValueColumns
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Status, evaluate, tolerates, trusted
 from gatecfg.windows import Baselines, Window
 
@@ -616,28 +616,64 @@ class GateReport:
 Track = list[tuple[StoredRun, Status, float | None]]
 
 
+class Tracks:
+    """A gate's verdicts over a replay: per run holding the gate, its status and the mean reference of
+    its steps (`whole`), and each (run, step) cell's status and reference, kept as flat columns from which
+    one step's Track is cut when a report row needs it (a gate of 1,000 steps has 1,000 tracks; a report
+    shows the few with a failure or a flip)."""
+
+    def __init__(self, replayed: Replay, metric: str) -> None:
+        self.runs = [r.run for r in replayed.runs]
+        self.whole: Track = []
+        self.held: list[int] = []  # the index of each run of `whole`
+        positions: list[npt.NDArray[np.int64]] = []
+        steps: list[int] = []
+        self._statuses: list[Status] = []
+        self._refs: list[float | None] = []
+        for at, r in enumerate(replayed.runs):
+            result = r.results.get(metric)
+            if result is None:
+                continue
+            refs = result.refs()
+            self.whole.append((r.run, result.status, _mean(refs)))
+            self.held.append(at)
+            positions.append(np.full(len(refs), at, np.int64))
+            steps += result.selection.steps
+            self._statuses += result.statuses
+            self._refs += refs
+        self.position = np.concatenate(positions) if positions else np.empty(0, np.int64)  # the run's index
+        self.step = np.array(steps, np.int64)
+        self.failing = np.isin(np.array(self._statuses, dtype=object), list(FAILING))
+        self.failed = np.array([status == "fail" for status in self._statuses], bool)
+        self._order = np.argsort(self.step, kind="stable")  # by step, each step's cells in run order
+        self._sorted = self.step[self._order]
+
+    def track(self, step: int | None) -> Track:
+        if step is None:
+            return list(self.whole)
+        cells = self._order[
+            np.searchsorted(self._sorted, step, "left") : np.searchsorted(self._sorted, step, "right")
+        ].tolist()
+        return [(self.runs[self.position[i]], self._statuses[i], self._refs[i]) for i in cells]
+
+    def keys(self) -> npt.NDArray[np.int64]:
+        """Each cell as one number: its run's index and its step."""
+        return _cell_keys(self.position, self.step)
+
+    def flipped(self, keys: npt.NDArray[np.int64], failing: npt.NDArray[np.bool_]) -> set[int]:
+        """Steps where some run is failing here but not in the cells `keys` (`_cell_keys`), or the other way
+        round, as `_flips` finds them step by step."""
+        _, here, there = np.intersect1d(self.keys(), keys, assume_unique=True, return_indices=True)
+        return set(self.step[here[self.failing[here] != failing[there]]].tolist())
+
+
+def _cell_keys(positions: npt.NDArray[np.int64], steps: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    return positions * (MAX_STEP + 2) + steps + 1  # steps from -1 (`last`) to MAX_STEP
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return math.fsum(known) / len(known) if known else None
-
-
-def _tracks(replayed: Replay, metric: str) -> dict[int | None, Track]:
-    """Per run holding the gate, in one pass: the gate's status and the mean reference of its steps (key
-    None), and each step's status and reference."""
-    found: dict[int | None, Track] = {None: []}
-    for r in replayed.runs:
-        result = r.results.get(metric)
-        if result is None:
-            continue
-        refs = result.refs()
-        found[None].append((r.run, result.status, _mean(refs)))
-        for step, status, ref in zip(result.selection.steps, result.statuses, refs, strict=True):
-            found.setdefault(step, []).append((r.run, status, ref))
-    return found
-
-
-def _track(tracks: Mapping[int | None, Track], step: int | None) -> Track:
-    return list(tracks.get(step, ()))
 
 
 def _tally(track: Track, next_ref: float | None) -> Tally:
@@ -663,20 +699,33 @@ def _next_ref(replayed: Replay, metric: str, step: int | None) -> float | None:
 
 
 class Recorded:
-    """The verdicts the runs of a track got when they were written, per run and step, read once."""
+    """The verdicts the runs of a track got when they were written, per run and step."""
 
-    def __init__(self, gate: ResolvedGate, track: Track) -> None:
+    def __init__(self, gate: ResolvedGate) -> None:
         self._gate = gate
-        self._steps: dict[str, dict[int, Status]] = {}
-        for run, _, _ in track:
-            stored = run.values.get((gate.metric, gate.steps_key))
-            if stored is not None:
-                self._steps[run.run_id] = dict(zip(stored.steps.tolist(), stored.status_list(), strict=True))
+        self._key = (gate.metric, gate.steps_key)
 
     def status(self, run: StoredRun, step: int | None) -> Status | None:
-        if step is not None:
-            return self._steps.get(run.run_id, {}).get(step)
-        return _recorded(run, self._gate)
+        if step is None:
+            return _recorded(run, self._gate)
+        stored = run.values.get(self._key)
+        return None if stored is None else stored.status_at(step)
+
+    def cells(self, tracks: Tracks) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """The recorded steps of the runs of `tracks` that hold the gate, as `Tracks.keys` numbers them,
+        and whether each was failing."""
+        held = [
+            (at, stored)
+            for at in tracks.held
+            if (stored := tracks.runs[at].values.get(self._key)) is not None
+        ]
+        if not held:
+            return np.empty(0, np.int64), np.empty(0, bool)
+        positions = np.concatenate([np.full(len(stored), at, np.int64) for at, stored in held])
+        steps = np.concatenate([stored.steps for _, stored in held])
+        codes = np.concatenate([stored.status_codes() for _, stored in held])
+        failing = np.isin(codes, [STATUSES.index(status) for status in FAILING])
+        return _cell_keys(positions, steps), failing
 
 
 def _recorded(run: StoredRun, gate: ResolvedGate) -> Status | None:
@@ -684,12 +733,17 @@ def _recorded(run: StoredRun, gate: ResolvedGate) -> Status | None:
     tolerated it; a run written trusted cannot have had a gate fail, so there its failing steps were
     tolerated."""
     stored = run.values.get((gate.metric, gate.steps_key))
-    if stored is None:
+    if stored is None or not len(stored):
         return None
-    statuses: list[Status] = ["pass" if s == "fail" and run.gate_trusted else s for s in stored.status_list()]
-    if not statuses:
-        return None
-    return min(statuses, key=lambda status: STATUS_ORDER[status])
+    codes = stored.status_codes()
+    if run.gate_trusted:
+        codes = np.where(codes == _FAIL, _PASS, codes)
+    return STATUSES[int(codes[np.argmin(_ORDER[codes])])]  # the first of the most severe, as min() finds it
+
+
+# Status codes as stored (their index in STATUSES), and each one's severity (STATUS_ORDER).
+_FAIL, _PASS = STATUSES.index("fail"), STATUSES.index("pass")
+_ORDER = np.array([STATUS_ORDER[status] for status in STATUSES])
 
 
 def _flips(after: Track, before: Mapping[str, Status]) -> tuple[Flip, ...]:
@@ -703,7 +757,7 @@ def _flips(after: Track, before: Mapping[str, Status]) -> tuple[Flip, ...]:
 
 def _before(
     recorded: Recorded | None,
-    prior: Mapping[int | None, Track] | None,
+    prior: Tracks | None,
     track: Track,
     step: int | None,
 ) -> dict[str, Status]:
@@ -715,7 +769,7 @@ def _before(
         }
     if prior is None:
         return {}
-    return {run.run_id: status for run, status, _ in _track(prior, step)}
+    return {run.run_id: status for run, status, _ in prior.track(step)}
 
 
 def _single_step(gate: ResolvedGate) -> int | None:
@@ -781,29 +835,31 @@ def _gate_reports(
     against: Against,
     prior: Replay | None,
 ) -> list[GateReport]:
-    tracks = _tracks(after, gate.metric)
-    other_tracks = _tracks(other, gate.metric)
+    tracks = Tracks(after, gate.metric)
+    other_tracks = Tracks(other, gate.metric)
     old = None if prior is None else prior.test.gate(gate.metric)
     # Per-step verdicts compare only where both trees select the same steps (the same quantity).
-    prior_tracks = None if prior is None or old is None else _tracks(prior, gate.metric)
+    prior_tracks = None if prior is None or old is None else Tracks(prior, gate.metric)
     same_steps = old is not None and old.steps_key == gate.steps_key
-    whole = _track(tracks, None)
+    whole = tracks.track(None)
     if not whole:
         return []
-    recorded = Recorded(gate, whole) if against == "recorded" else None
+    recorded = Recorded(gate) if against == "recorded" else None
     single = _single_step(gate)
     policy = after.policy
     detection = _detection(after, gate.metric)
     rows: list[tuple[int | None, Track]] = []
     if single is not None:
-        rows.append((single, _track(tracks, single)))
+        rows.append((single, tracks.track(single)))
     else:
         rows.append((None, whole))
-        for one in sorted(after.bands.get(gate.metric, {})):
-            track = _track(tracks, one)
-            flips = _flips(track, _before(recorded, prior_tracks if same_steps else None, track, one))
-            if flips or any(status == "fail" for _, status, _ in track):
-                rows.append((one, track))
+        # A step has a row of its own when some run fails there or flips verdict.
+        shown = set(tracks.step[tracks.failed].tolist())
+        if recorded is not None:
+            shown |= tracks.flipped(*recorded.cells(tracks))
+        elif prior_tracks is not None and same_steps:
+            shown |= tracks.flipped(prior_tracks.keys(), prior_tracks.failing)
+        rows += [(one, tracks.track(one)) for one in sorted(after.bands.get(gate.metric, {})) if one in shown]
     reports = []
     for step, track in rows:
         if step is None:
@@ -830,7 +886,7 @@ def _gate_reports(
                 baseline=policy.baseline,
                 other=(
                     other.policy.baseline,
-                    _tally(_track(other_tracks, step), _next_ref(other, gate.metric, step)),
+                    _tally(other_tracks.track(step), _next_ref(other, gate.metric, step)),
                 ),
                 detection=detection if step is None or step == single else None,
             )

@@ -103,12 +103,12 @@ class ValueColumns:
     def status_at(self, step: int) -> Status | None:
         """The status of the value at `step`; None where there is none."""
         at = int(np.searchsorted(self.steps, step))
-        return STATUSES[self._codes()[at]] if at < len(self.steps) and self.steps[at] == step else None
+        return STATUSES[self.status_codes()[at]] if at < len(self.steps) and self.steps[at] == step else None
 
     def status_list(self) -> list[Status]:
-        return [STATUSES[code] for code in self._codes().tolist()]
+        return [STATUSES[code] for code in self.status_codes().tolist()]
 
-    def _codes(self) -> npt.NDArray[np.int8]:
+    def status_codes(self) -> npt.NDArray[np.int8]:
         if self.statuses is None:
             raise ValueError("the statuses of these values were not read")
         return self.statuses
