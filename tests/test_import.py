@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 import sqlalchemy.exc
 from helpers import CliResult, run_cli
 
+from gatecfg.analysis.backfill import made_ahead
 from gatecfg.analysis.importer import read_export
 from gatecfg.keys import series_key
 from gatecfg.store import Store
@@ -517,3 +521,51 @@ def test_runs_of_hundreds_of_steps_store_every_value_through_multi_row_inserts(t
             assert [(row.run_id, row.point.value) for row in history] == [
                 (f"n{day}", sent[day][step]) for day in (3, 2, 1)
             ]
+
+
+# --- made ahead: the next block judged while one is written ---------------------------------------------
+
+
+def test_runs_made_ahead_come_in_order_while_the_thread_stays_at_most_depth_ahead() -> None:
+    made: list[int] = []
+    taken: list[tuple[int, int]] = []
+
+    def blocks() -> Iterator[int]:
+        for n in range(20):
+            made.append(n)
+            yield n
+
+    for n in made_ahead(blocks(), 2):
+        time.sleep(0.002)  # the thread makes what it may meanwhile
+        taken.append((n, len(made)))
+    assert [n for n, _ in taken] == list(range(20))
+    # Taken, queued (2) and the one being made: never more; and made while the caller worked.
+    assert all(n < seen <= n + 4 for n, seen in taken)
+    assert any(seen > n + 1 for n, seen in taken)
+
+
+def test_an_error_making_the_runs_is_raised_where_they_are_written() -> None:
+    def blocks() -> Iterator[int]:
+        yield 1
+        raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("the store went away"))
+
+    found = made_ahead(blocks(), 1)
+    assert next(found) == 1
+    with pytest.raises(sqlalchemy.exc.OperationalError, match="went away"):
+        next(found)
+
+
+def test_a_writer_that_stops_early_stops_the_thread_and_closes_what_it_read() -> None:
+    closed = threading.Event()
+
+    def blocks() -> Iterator[int]:
+        try:
+            yield from range(10**6)
+        finally:
+            closed.set()
+
+    found = made_ahead(blocks(), 1)
+    assert next(found) == 0
+    found.close()  # as when writing a block fails
+    assert closed.is_set()
+    assert not any(t.name == "gatecfg-made-ahead" for t in threading.enumerate())
