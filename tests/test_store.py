@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import random
 import sqlite3
@@ -27,6 +29,7 @@ from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 from gatecfg.store import reads as store_reads
 from gatecfg.store.store import SCHEMA_REVISION
 from gatecfg.store.tables import metadata
+from gatecfg.store.writes import steps_digest
 
 T0 = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 TEST = "tests/e2e/megatron/test_kimi_k3_4layer_ci.py"
@@ -660,3 +663,12 @@ def test_an_unreachable_postgresql_server_is_a_store_error_with_the_password_hid
     assert "hunter2" not in str(raised.value)
     assert problem.hint is not None
     assert "GATECFG_DB_URL" in problem.hint
+
+
+def test_a_steps_digest_names_the_steps_holding_a_finite_value_as_stores_already_hold_it() -> None:
+    # The digest is stored: its text must not change for a given set of steps, however often it is asked.
+    stored = hashlib.blake2b(json.dumps([1, 2]).encode(), digest_size=16).hexdigest()
+    for _ in range(2):
+        assert steps_digest([2, 0, 1], [1.0, math.nan, 3.0]) == stored
+        assert steps_digest([1, 2, 5], [3.0, 1.0, math.inf]) == stored
+    assert steps_digest([0, 1, 2], [1.0, 1.0, 1.0]) != stored
