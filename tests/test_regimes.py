@@ -490,11 +490,35 @@ def test_the_gaussian_long_run_variance_of_the_spread_series_is_what_the_module_
     assert long_run == pytest.approx(LOG_POWER_LRV, rel=0.03)
 
 
-def test_the_gaussian_long_run_variance_of_the_pairs_normal_scores_is_what_the_module_says() -> None:
-    diffs = np.diff(np.random.default_rng(29).normal(0, 1, 400_001))
-    scores = changepoints._normal_scores(np.mean(diffs.reshape(-1, 2) ** 2, axis=1))
-    long_run = float(np.mean(scores * scores) + 2 * np.mean(scores[1:] * scores[:-1]))
-    assert long_run == pytest.approx(SCORE_LRV, rel=0.03)
+def _score_factor(pairs: np.ndarray) -> float:
+    scores = changepoints._normal_scores(pairs)
+    return float(np.mean(scores * scores) + 2 * np.mean(scores[1:] * scores[:-1]))
+
+
+def test_the_long_run_factor_of_the_pairs_normal_scores_is_their_limit_under_ever_heavier_tails() -> None:
+    # Under ever heavier tails a pair's mean square is set by the wildest of its three nights.
+    wild = np.abs(np.random.default_rng(29).uniform(0, 1, 400_001))
+    pairs = np.maximum(np.maximum(wild[:-1:2], wild[1::2]), wild[2::2])
+    assert _score_factor(pairs) == pytest.approx(SCORE_LRV, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [("gauss", 1.228), ("t3", 1.34), ("cauchy", 1.46)], ids=["gauss", "t3", "cauchy"]
+)
+def test_the_long_run_factor_of_the_pairs_normal_scores_grows_with_the_tails_up_to_the_bound(
+    name: str, expected: float
+) -> None:
+    rng = np.random.default_rng(29)
+    size = 400_001
+    draws = {
+        "gauss": lambda: rng.normal(0, 1, size),
+        "t3": lambda: rng.standard_t(3, size),
+        "cauchy": lambda: rng.standard_cauchy(size),
+    }
+    diffs = np.diff(draws[name]())
+    factor = _score_factor(np.mean(diffs.reshape(-1, 2) ** 2, axis=1))
+    assert factor == pytest.approx(expected, rel=0.03)
+    assert factor < SCORE_LRV
 
 
 def test_tied_values_share_their_normal_score() -> None:
