@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -569,3 +570,18 @@ def test_a_writer_that_stops_early_stops_the_thread_and_closes_what_it_read() ->
     found.close()  # as when writing a block fails
     assert closed.is_set()
     assert not any(t.name == "gatecfg-made-ahead" for t in threading.enumerate())
+
+
+def test_a_scratch_folder_with_no_room_exits_2_naming_it_and_imports_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The export's columns go to a scratch file as it is read: a full or missing TMPDIR is one line.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    good = json.dumps({"run_id": "a", "date": "2024-05-01", "commit": "c", "metrics": {EVAL: 0.5}})
+    result = _import(tmp_path, good + "\n", f"sqlite:///{tmp_path / 'h.db'}", "x.jsonl")
+    assert result.code == 2
+    assert "x.jsonl: error" in result.err
+    assert "cannot write the import's scratch file in" in result.err
+    assert "TMPDIR" in result.err
+    assert not (tmp_path / "h.db").exists()

@@ -91,8 +91,10 @@ class _Scratch:
     """The columns of an export's runs, spilled as arrays to an anonymous temporary file as they are read
     (which the system removes when it is closed), and read back by position."""
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its export is
+    def __init__(self, shown: str) -> None:
+        self._shown = shown
+        with self._errors():
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as its export is
         self._size = 0
 
     def add(self, run: ImportedRun) -> tuple[int, int]:
@@ -101,9 +103,21 @@ class _Scratch:
             for metric, column in run.record.columns.items()
         ]
         data = pickle.dumps((sorted(run.single), columns), protocol=5)
-        self._file.write(data)
+        with self._errors():
+            self._file.write(data)
         at, self._size = self._size, self._size + len(data)
         return at, len(data)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise InputError.at(
+                Location(self._shown),
+                f"cannot write the import's scratch file in {tempfile.gettempdir()}: {exc.strerror or exc}",
+                hint="point TMPDIR at a folder with room for 16 bytes per value of the export",
+            ) from None
 
     def run(self, entry: Entry) -> ImportedRun:
         self._file.flush()
@@ -148,7 +162,7 @@ def read_export(path: Path, shown: str) -> Export:
         first = lines.peek()
         kind = _kind(path, first)
         scan = _scan_csv if kind == "csv" else _scan_jsonl
-        export = scan(lines, shown, _Scratch())
+        export = scan(lines, shown, _Scratch(shown))
     if not export.entries:
         raise InputError.at(Location(shown), "the export holds no runs", hint=_format_hint(kind))
     seen: dict[str, Location] = {}
