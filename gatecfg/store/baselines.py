@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from gatecfg.store.engine import chunks, driver_rows
+from gatecfg.store.engine import driver_rows
 from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
@@ -20,6 +20,7 @@ from gatecfg.store.windowing import (
     WindowRuns,
     chunk_points,
     chunked_by_pairs,
+    chunks,
     max_pairs,
     short_of_window,
     trim,

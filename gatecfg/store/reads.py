@@ -14,7 +14,7 @@ import numpy.typing as npt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from gatecfg.store.engine import IN_CHUNK, chunks, driver_rows
+from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     STATUSES,
     Baseline,
@@ -28,6 +28,7 @@ from gatecfg.store.rows import (
     ValueColumns,
 )
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import IN_CHUNK, chunks
 
 # Effective trust: an explicit trust/untrust wins over the verdict the run got when it was written.
 TRUSTED = sa.func.coalesce(runs.c.trust_override, runs.c.gate_trusted)

@@ -10,13 +10,16 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from gatecfg.windows import Window
 
+T = TypeVar("T")
 Values = dict[int, list[float]]
+# Well under SQLite's bound-parameter limit (32,766 since 3.32, 999 before) for IN lists.
+IN_CHUNK = 500
 # Points one statement reads at most: PostgreSQL sorts them in its default work_mem (4 MB) rather than on
 # disk (800,000 in one statement spilled 23 MB and took 1.1 s), and this process holds few rows at a time.
 ROWS_PER_STATEMENT = 50_000
@@ -67,9 +70,7 @@ def short_of_window(
     return groups
 
 
-def chunked_by_pairs(
-    windows: Mapping[str, WindowRuns], limit: int
-) -> Iterator[list[tuple[str, WindowRuns]]]:
+def chunked_by_pairs(windows: Mapping[str, WindowRuns], limit: int) -> Iterator[list[tuple[str, WindowRuns]]]:
     """The windows in coordinate order, in chunks of at most `limit` (coordinate, run) pairs (or one
     coordinate)."""
     chunk: list[tuple[str, WindowRuns]] = []
@@ -82,6 +83,11 @@ def chunked_by_pairs(
         pairs += len(window_runs.runs)
     if chunk:
         yield chunk
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def max_pairs(dialect: str) -> int:
