@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, run_cli, subprocess_env
-from rekey_helpers import make_repo
+from rekey_helpers import GSM8K, gsm8k_record, make_repo, seed_nightlies
 
 # Top-level packages that no light command may import.
 HEAVY = ("numpy", "sqlalchemy", "alembic", "scipy", "ruptures", "matplotlib", "PIL", "psycopg", "rich")
@@ -70,6 +70,32 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "repo")
     result = probe(root, "history", "--test", "t", "--metric", "m", "--db", f"sqlite:///{tmp_path}/h.db")
     assert "sqlalchemy" in result["heavy"]  # type: ignore[operator]
+
+
+# What evaluating against a SQLite history may not import: the store is read through sqlite3
+# (store/direct.py); SQLAlchemy and Alembic are for writes and for the other stores.
+NOT_FOR_EVALUATE = {"sqlalchemy", "alembic", "scipy", "ruptures", "matplotlib", "PIL", "psycopg", "rich"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "heavy"),
+    [
+        pytest.param([], set(), id="sqlite"),
+        # The probe sees SQLAlchemy where the store needs it: options in the URL go through its parsing.
+        pytest.param(["?timeout=5"], {"sqlalchemy"}, id="sqlite-with-options"),
+    ],
+)
+def test_evaluate_against_a_sqlite_history_imports_no_sqlalchemy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], heavy: set[str]
+) -> None:
+    root = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(root)  # the nightlies are written under this repository's gates/
+    db = f"sqlite:///{tmp_path / 'history.db'}"
+    seed_nightlies(root, db)
+    record = gsm8k_record(root / "tonight.jsonl", 0.61)
+    result = probe(root, "evaluate", "--test", GSM8K, "--record", str(record), "--db", db + "".join(extra))
+    assert result["code"] == 0
+    assert set(result["heavy"]) & NOT_FOR_EVALUATE == heavy  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

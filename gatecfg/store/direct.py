@@ -31,7 +31,6 @@ from gatecfg.store.windowing import (
     chunked_by_pairs,
     chunks,
     max_pairs,
-    short_of_window,
     trim,
     walked,
 )
@@ -232,9 +231,9 @@ def _baselines(
     baseline: Baseline,
     exclude_run_id: str | None,
 ) -> Baselines | None:
-    """`baselines.baselines` where no coordinate carries history and every window is regular (its runs
-    stored one set of steps and fill the window at every step, or there are no older runs); None
-    otherwise, for `Store` to read."""
+    """`baselines.baselines` where no coordinate carries history and every window is regular (every run
+    of a coordinate with runs beyond its window stored one set of finite steps); None otherwise, for
+    `Store` to read."""
     wanted = sorted(set(hashes))
     for chunk in chunks(wanted):
         if conn.execute(CARRIED.format(hashes=_marks(len(chunk))), chunk).fetchone() is not None:
@@ -249,7 +248,9 @@ def _baselines(
             if runs_of := walked(runs_json):
                 windows[coordinate] = WindowRuns(coordinate_pk, runs_of)
                 span[coordinate] = (low, high)
-    beyond_window, uncertain = trim(windows, span, window)
+    # Not uncertain: each coordinate's window runs and all its older runs stored one set of finite steps,
+    # so no step of a full window comes up short and nothing older needs reading.
+    _, uncertain = trim(windows, span, window)
     if uncertain:
         return None
     found: dict[str, Window] = {}
@@ -258,8 +259,6 @@ def _baselines(
         if read is None:
             return None
         found.update(read)
-    if short_of_window(found, beyond_window, set(), window):
-        return None
     return Baselines(found)
 
 
