@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from test_store import REWARD, SERIES, TEST, points, run_info
 
 from gatecfg.errors import StoreError
-from gatecfg.store import Baseline, CoordinateSpec, Store
-from gatecfg.store.direct import EvaluationStore
+from gatecfg.store import Baseline, CoordinateSpec, HistoryRow, Store
+from gatecfg.store.direct import DirectStore
 from gatecfg.store.links import Carry
 
 
@@ -89,7 +89,7 @@ def test_direct_baselines_equal_the_stores_on_random_histories(
                     expected = store.baselines(
                         hashes, window=window, baseline=baseline, exclude_run_id=excluded
                     )
-                with EvaluationStore.open(url) as reader, sqlalchemy_statements() as statements:
+                with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
                     found = reader.baselines(
                         hashes, window=window, baseline=baseline, exclude_run_id=excluded
                     )
@@ -111,18 +111,52 @@ def test_a_coordinate_that_carries_history_is_read_through_the_store(url: str) -
         store.carry([_carry(new, REWARD)])
         expected = store.baselines([new.coordinate], window=3)
 
-    with EvaluationStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
         found = reader.baselines([new.coordinate], window=3)
 
     assert found == expected == {(new.coordinate, 0): [4.0, 3.0, 2.0]}
     assert statements != []
 
 
+@pytest.mark.parametrize("seed", [15, 16], ids=["seed15", "seed16"])
+def test_direct_history_equals_the_stores(url: str, seed: int) -> None:
+    other_series = dataclasses.replace(
+        SPECS[1], coordinate="0th3rs3r13s0", series_key='{"labels":{"gpu":"h100"}}'
+    )
+    with Store.open(url) as store:
+        write_history(store, seed, steps_change=True, nan=0.2, untrusted=0.3)
+        for day in range(3):
+            info = dataclasses.replace(run_info(f"h100-{day}", day=day), series_key=other_series.series_key)
+            store.write_run(info, {other_series: points({0: float(day)})})
+    queries = [
+        {"metric": spec.metric, "step": step, "series_key": series, "limit": limit}
+        for spec in SPECS[:2]
+        for step in (None, 0, 3)
+        for series in (None, SERIES, other_series.series_key)
+        for limit in (None, 1, 7)
+    ]
+    with Store.open(url) as store, DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+        for query in queries:
+            expected = store.history(test=TEST, **query)  # type: ignore[arg-type]
+            statements.clear()
+            found = reader.history(test=TEST, **query)  # type: ignore[arg-type]
+            # NaN is not equal to itself: compare the values' text.
+            assert repr(found) == repr(expected), query
+            assert statements == []
+    assert any(math.isnan(row.point.value) for row in store_history(url, SPECS[0].metric))
+    assert any(row.trust_override is not None for row in store_history(url, SPECS[0].metric))
+
+
+def store_history(url: str, metric: str) -> list[HistoryRow]:
+    with Store.open(url) as store:
+        return store.history(test=TEST, metric=metric)
+
+
 def test_has_runs_answers_as_the_store(url: str) -> None:
     with Store.open(url) as store:
         store.write_run(run_info("only", day=0), {REWARD: points({0: 1.0})})
 
-    with EvaluationStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
         answers = [
             reader.has_runs(SERIES),
             reader.has_runs(SERIES, exclude_run_id="only"),
@@ -144,7 +178,7 @@ def test_has_runs_answers_as_the_store(url: str) -> None:
 )
 def test_the_store_is_named_as_store_names_it(url: str, form: str) -> None:
     given = form.format(path=url.removeprefix("sqlite:///"))
-    with Store.open(given) as store, EvaluationStore.open(given) as reader:
+    with Store.open(given) as store, DirectStore.open(given) as reader:
         assert reader.url == store.url
         assert reader.direct == ("?" not in given)
 
@@ -156,7 +190,7 @@ def test_a_store_at_another_revision_gets_the_stores_answer(url: str) -> None:
     conn.close()
 
     with pytest.raises(StoreError) as direct:
-        EvaluationStore.open(url)
+        DirectStore.open(url)
     with pytest.raises(StoreError) as store:
         Store.open(url)
 
@@ -167,7 +201,7 @@ def test_a_store_at_another_revision_gets_the_stores_answer(url: str) -> None:
 def test_a_missing_store_gets_the_stores_answer(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'typo.db'}"
     with pytest.raises(StoreError) as direct:
-        EvaluationStore.open(url)
+        DirectStore.open(url)
     with pytest.raises(StoreError) as store:
         Store.open(url)
 
@@ -177,7 +211,7 @@ def test_a_missing_store_gets_the_stores_answer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("baseline", ["trusted", "nightly"])
 def test_a_failing_direct_read_is_a_one_line_store_error(url: str, baseline: Baseline) -> None:
-    with EvaluationStore.open(url) as reader:
+    with DirectStore.open(url) as reader:
         with sqlite3.connect(url.removeprefix("sqlite:///")) as other:
             other.execute("DROP TABLE carries")
         other.close()

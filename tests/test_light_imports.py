@@ -72,30 +72,35 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     assert "sqlalchemy" in result["heavy"]  # type: ignore[operator]
 
 
-# What evaluating against a SQLite history may not import: the store is read through sqlite3
-# (store/direct.py); SQLAlchemy and Alembic are for writes and for the other stores.
-NOT_FOR_EVALUATE = {"sqlalchemy", "alembic", "scipy", "ruptures", "matplotlib", "PIL", "psycopg", "rich"}
+# What evaluating or finding the regimes of a SQLite history may not import: the store is read through
+# sqlite3 (store/direct.py); SQLAlchemy and Alembic are for writes and for the other stores, scipy for
+# nothing these commands do.
+NOT_FOR_READS = {"sqlalchemy", "alembic", "scipy", "matplotlib", "PIL", "psycopg", "rich"}
 
 
 @pytest.mark.parametrize(
-    ("extra", "heavy"),
+    ("command", "extra", "heavy"),
     [
-        pytest.param([], set(), id="sqlite"),
+        pytest.param("evaluate", "", set(), id="evaluate"),
+        pytest.param("regimes", "", set(), id="regimes"),
         # The probe sees SQLAlchemy where the store needs it: options in the URL go through its parsing.
-        pytest.param(["?timeout=5"], {"sqlalchemy"}, id="sqlite-with-options"),
+        pytest.param("evaluate", "?timeout=5", {"sqlalchemy"}, id="evaluate-url-with-options"),
     ],
 )
-def test_evaluate_against_a_sqlite_history_imports_no_sqlalchemy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], heavy: set[str]
+def test_reading_a_sqlite_history_imports_no_sqlalchemy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, extra: str, heavy: set[str]
 ) -> None:
     root = make_repo(tmp_path / "repo")
     monkeypatch.chdir(root)  # the nightlies are written under this repository's gates/
     db = f"sqlite:///{tmp_path / 'history.db'}"
     seed_nightlies(root, db)
-    record = gsm8k_record(root / "tonight.jsonl", 0.61)
-    result = probe(root, "evaluate", "--test", GSM8K, "--record", str(record), "--db", db + "".join(extra))
+    if command == "evaluate":
+        args = ["--record", str(gsm8k_record(root / "tonight.jsonl", 0.61))]
+    else:
+        args = ["--metric", "rollout/raw_reward"]
+    result = probe(root, command, "--test", GSM8K, *args, "--db", db + extra)
     assert result["code"] == 0
-    assert set(result["heavy"]) & NOT_FOR_EVALUATE == heavy  # type: ignore[arg-type]
+    assert set(result["heavy"]) & NOT_FOR_READS == heavy  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,30 +1,42 @@
-"""Evaluate's store: its reads of a SQLite file through the sqlite3 driver, without SQLAlchemy.
+"""The store as `evaluate` and `regimes` use it: their reads of a SQLite file through the sqlite3 driver,
+without SQLAlchemy.
 
 A CI job evaluates once per process, so the process pays for whatever it imports and compiles: SQLAlchemy
-is about a fifth of `gatecfg evaluate`'s CPU at 8M stored values, on top of a fetch that the driver alone
-makes. `EvaluationStore.open` therefore reads directly where it can: a SQLite file named plainly
+was about a fifth of `gatecfg evaluate`'s CPU at 8M stored values, on top of a fetch that the driver alone
+makes. `DirectStore.open` therefore reads directly where it can: a SQLite file named plainly
 (`sqlite:///path`, no options), already at this gatecfg's schema revision. Its reads are the statements
-`store/baselines.py` compiles, written out for SQLite (the window walk, the steps of one run per digest,
-the values), plus the carry and has-runs checks. Anything else goes through `Store`, opened on first need,
-so that every message, check and guarantee stays that class's: PostgreSQL, a URL with options, a store to
-create or upgrade, coordinates that carry history from others, windows whose runs stored other steps or
-came up short (read on into older runs), writes, and the re-key look-up of cold gates.
+`store/baselines.py` and `store/reads.py` compile, written out for SQLite (the window walk, the steps of
+one run per digest, the values; a metric's history), plus the carry and has-runs checks. Anything else goes
+through `Store`, opened on first need, so that every message, check and guarantee stays that class's:
+PostgreSQL, a URL with options, a store to create or upgrade, coordinates that carry history from others,
+windows whose runs stored other steps (read on into older runs), writes, and the re-key look-up of cold
+gates.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
-from gatecfg.store.rows import Baseline, CoordinateSummary, RunInfo
+from gatecfg.store.rows import (
+    Baseline,
+    CoordinateSpec,
+    CoordinateSummary,
+    HistoryRow,
+    RunInfo,
+    Status,
+    StoredPoint,
+)
 from gatecfg.store.windowing import (
     WindowRuns,
     chunk_points,
@@ -94,8 +106,26 @@ VALUE_COLUMNS = "metric_points.value"
 
 HAS_RUNS = "SELECT runs.pk FROM runs WHERE runs.series_key = ?{excluded} LIMIT 1"
 
+# reads.history on SQLite: one metric's stored values, newest run first, then by key and step; and the
+# coordinates they are stored under.
+HISTORY = """
+SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, metric_points.status,
+  metric_points.ref, metric_points.lo, metric_points.hi, runs.run_id, runs.commit_sha, runs.branch,
+  runs.created_at, runs.gate_trusted, runs.trust_override
+FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk
+  JOIN runs ON runs.pk = metric_points.run_pk
+WHERE coordinates.test = ? AND coordinates.metric = ?{where}
+ORDER BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, coordinates.constraint_key,
+  coordinates.series_key, metric_points.step
+LIMIT ?
+"""
+HISTORY_KEYS = """
+SELECT pk, coordinate, series_key, test, metric, steps_key, constraint_key FROM coordinates
+WHERE coordinates.test = ? AND coordinates.metric = ?{where}
+"""
 
-class EvaluationStore:
+
+class DirectStore:
     """The store as `gatecfg evaluate` uses it: `baselines`, `has_runs`, `coordinates_for`, `write_run`."""
 
     def __init__(self, url: str, *, create: bool, conn: sqlite3.Connection | None) -> None:
@@ -106,7 +136,7 @@ class EvaluationStore:
         self.url = mask_url(url)
 
     @classmethod
-    def open(cls, url: str, *, create: bool = False) -> EvaluationStore:
+    def open(cls, url: str, *, create: bool = False) -> DirectStore:
         """Open as `Store.open(url, create=create)` would, reading directly where the store allows it."""
         conn = _connect(url)
         opened = cls(url, create=create, conn=conn)
@@ -159,6 +189,23 @@ class EvaluationStore:
         with self._read("read runs from the history store") as conn:
             found = conn.execute(HAS_RUNS.format(excluded=excluded), [series_key, *params]).fetchone()
         return found is not None
+
+    def history(
+        self,
+        *,
+        test: str,
+        metric: str,
+        step: int | None = None,
+        series_key: str | None = None,
+        limit: int | None = None,
+    ) -> list[HistoryRow]:
+        """As `Store.history`."""
+        if self._conn is None:
+            return self._full().history(
+                test=test, metric=metric, step=step, series_key=series_key, limit=limit
+            )
+        with self._read("read the history store") as conn:
+            return _history(conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit)
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """As `Store.coordinates_for` (only cold gates ask: through `Store`)."""
@@ -271,3 +318,61 @@ def _points(conn: sqlite3.Connection, steps: bool, pairs: Sequence[tuple[int, in
     )
     params = [*coordinate_pks, *(n for pair in pairs for n in pair), -sys.float_info.max, sys.float_info.max]
     return conn.execute(sql, params).fetchall()
+
+
+def _history(
+    conn: sqlite3.Connection,
+    *,
+    test: str,
+    metric: str,
+    step: int | None,
+    series_key: str | None,
+    limit: int | None,
+) -> list[HistoryRow]:
+    in_series, series = ("", []) if series_key is None else (" AND coordinates.series_key = ?", [series_key])
+    at_step, steps = ("", []) if step is None else (" AND metric_points.step = ?", [step])
+    keys = conn.execute(HISTORY_KEYS.format(where=in_series), [test, metric, *series])
+    spec = {pk: CoordinateSpec(*columns) for pk, *columns in keys}
+    # LIMIT -1 is SQLite's "no limit".
+    query_params = [test, metric, *steps, *series, -1 if limit is None else limit]
+    return [
+        HistoryRow(
+            run_id=run_id,
+            commit=commit,
+            branch=branch,
+            created_at=_utc(created_at),
+            # Effective trust: an explicit trust/untrust wins over the verdict when written.
+            trusted=bool(gate_trusted if trust_override is None else trust_override),
+            gate_trusted=bool(gate_trusted),
+            trust_override=None if trust_override is None else bool(trust_override),
+            coordinate=spec[coordinate_pk],
+            point=StoredPoint(
+                step=point_step,
+                value=math.nan if value is None else value,
+                status=cast(Status, status),
+                ref=ref,
+                lo=lo,
+                hi=hi,
+            ),
+        )
+        for (
+            coordinate_pk,
+            point_step,
+            value,
+            status,
+            ref,
+            lo,
+            hi,
+            run_id,
+            commit,
+            branch,
+            created_at,
+            gate_trusted,
+            trust_override,
+        ) in conn.execute(HISTORY.format(where=at_step + in_series), query_params)
+    ]
+
+
+def _utc(stored: str) -> datetime:
+    """A stored timestamp: SQLite keeps UTC as zoneless text (store/tables.py, UTCDateTime)."""
+    return datetime.fromisoformat(stored).replace(tzinfo=UTC)
