@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
+from gatecfg.memory import collector_paused
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSpec,
@@ -229,11 +230,13 @@ class DirectStore:
         conn = self._conn
         assert conn is not None
         try:
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.execute("ROLLBACK")
+            # The rows are tuples and floats in no cycle, hundreds of thousands of them (memory.py).
+            with collector_paused():
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("ROLLBACK")
         except sqlite3.Error as exc:
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             reason = lines[0] if lines else type(exc).__name__
