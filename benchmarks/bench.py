@@ -701,6 +701,12 @@ def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
         timing = _best(max(scale.repeat, 5), evaluate)
         hashes = [spec.coordinate for spec in _specs(small_gates, TEST)]
         bare, _ = _bare_fetch(scratch, hashes, dataclasses.replace(small, repeat=max(scale.repeat, 5)))
+        argv = ["evaluate", "--gates", str(small_gates), "--test", TEST, "--record", str(small_record)]
+        process = min(
+            (_process([*argv, "--db", scratch, "--run-id", "bench-cli"], work) for _ in range(scale.repeat)),
+            key=lambda p: p.cpu,
+        )
+        bare_process = _bare_process(scratch, hashes, small, work)
     sqlite = url.startswith("sqlite")
     ratio = (timing.cpu / bare.cpu) if sqlite else (timing.wall / bare.wall)
     stored = small.runs * values
@@ -710,6 +716,13 @@ def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
         f"{ratio:.2f}x bare fetch ({'CPU' if sqlite else 'wall'}); target <= 3x",
     )
     figures.add("  reference: bare fetch", bare)
+    figures.add(
+        f"`gatecfg evaluate` process at {stored:,} values",
+        process,
+        f"{process.cpu / bare_process.cpu:.1f}x CPU of a plain Python process doing the bare fetch: a CI "
+        "process's fixed costs",
+    )
+    figures.add("  reference: plain Python process, bare fetch", bare_process, "sqlite3 / psycopg only")
 
 
 @contextlib.contextmanager
