@@ -152,6 +152,33 @@ def store_history(url: str, metric: str) -> list[HistoryRow]:
         return store.history(test=TEST, metric=metric)
 
 
+def test_direct_keys_of_a_metric_equal_the_stores(url: str) -> None:
+    """The re-key check's read: every key of a series and metric, with values, trusted values, runs and
+    the last write, newest first."""
+    old_key = dataclasses.replace(REWARD, coordinate="0ld0ld0ld0ld", constraint_key='{"rel_down":0.1}')
+    with Store.open(url) as store:
+        write_history(store, 15, steps_change=True, nan=0.1, untrusted=0.3)
+        for day in range(3):
+            run = run_info(f"old-{day}", day=day, gate_trusted=day != 1)
+            store.write_run(run, {old_key: points({0: 1.0, 1: 2.0})})
+        for day in range(3, 5):
+            store.write_run(run_info(f"new-{day}", day=day), {REWARD: points({0: 1.0})})
+        queries = [(SERIES, REWARD.metric), (SERIES, SPECS[0].metric), ("nothing", REWARD.metric)]
+        expected = [store.coordinates_for(*query) for query in queries]
+
+    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+        found = [reader.coordinates_for(*query) for query in queries]
+
+    assert found == expected
+    assert [[s.spec.coordinate for s in summaries] for summaries in found] == [
+        [REWARD.coordinate, old_key.coordinate],
+        [SPECS[0].coordinate],
+        [],
+    ]
+    assert (found[0][1].n_values, found[0][1].n_trusted_values, found[0][1].n_runs) == (6, 4, 3)
+    assert statements == []
+
+
 def test_has_runs_answers_as_the_store(url: str) -> None:
     with Store.open(url) as store:
         store.write_run(run_info("only", day=0), {REWARD: points({0: 1.0})})

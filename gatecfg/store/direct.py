@@ -6,11 +6,11 @@ was about a fifth of `gatecfg evaluate`'s CPU at 8M stored values, on top of a f
 makes. `DirectStore.open` therefore reads directly where it can: a SQLite file named plainly
 (`sqlite:///path`, no options), already at this gatecfg's schema revision. Its reads are the statements
 `store/baselines.py` and `store/reads.py` compile, written out for SQLite (the window walk, the steps of
-one run per digest, the values; a metric's history), plus the carry and has-runs checks. Anything else goes
-through `Store`, opened on first need, so that every message, check and guarantee stays that class's:
-PostgreSQL, a URL with options, a store to create or upgrade, coordinates that carry history from others,
-windows whose runs stored other steps (read on into older runs), writes, and the re-key look-up of cold
-gates.
+one run per digest, the values; a metric's history; the keys a metric is stored under, for the re-key
+check of a cold gate), plus the carry and has-runs checks. Anything else goes through `Store`, opened on
+first need, so that every message, check and guarantee stays that class's: PostgreSQL, a URL with options,
+a store to create or upgrade, coordinates that carry history from others, windows whose runs stored other
+steps (read on into older runs), and writes.
 """
 
 from __future__ import annotations
@@ -120,6 +120,19 @@ ORDER BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, coordinates.
   coordinates.series_key, metric_points.step
 LIMIT ?
 """
+# reads.coordinates_for on SQLite: every stored key of one series and metric with its amount of history.
+KEYS_OF_METRIC = """
+SELECT coordinates.coordinate, coordinates.series_key, coordinates.test, coordinates.metric,
+  coordinates.steps_key, coordinates.constraint_key,
+  coalesce(sum(run_coordinates.n_values), 0),
+  coalesce(sum(CASE WHEN (coalesce(runs.trust_override, runs.gate_trusted) IS 1)
+    THEN run_coordinates.n_values ELSE 0 END), 0),
+  count(runs.pk), max(runs.created_at) AS last_written
+FROM coordinates LEFT OUTER JOIN run_coordinates ON run_coordinates.coordinate_pk = coordinates.pk
+  LEFT OUTER JOIN runs ON runs.pk = run_coordinates.run_pk
+WHERE coordinates.series_key = ? AND coordinates.metric = ?
+GROUP BY coordinates.pk ORDER BY last_written DESC, coordinates.coordinate
+"""
 HISTORY_KEYS = """
 SELECT pk, coordinate, series_key, test, metric, steps_key, constraint_key FROM coordinates
 WHERE coordinates.test = ? AND coordinates.metric = ?{where}
@@ -209,8 +222,21 @@ class DirectStore:
             return _history(conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit)
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
-        """As `Store.coordinates_for` (only cold gates ask: through `Store`)."""
-        return self._full().coordinates_for(series_key, metric)
+        """As `Store.coordinates_for` (the re-key check of a cold gate)."""
+        if self._conn is None:
+            return self._full().coordinates_for(series_key, metric)
+        with self._read("read coordinates from the history store") as conn:
+            rows = conn.execute(KEYS_OF_METRIC, [series_key, metric]).fetchall()
+        return [
+            CoordinateSummary(
+                spec=CoordinateSpec(*row[:6]),
+                n_values=int(row[6]),
+                n_trusted_values=int(row[7]),
+                n_runs=int(row[8]),
+                last_written=None if row[9] is None else _utc(row[9]),
+            )
+            for row in rows
+        ]
 
     def write_run(self, run: RunInfo, points: Points) -> bool:
         """As `Store.write_run`."""
