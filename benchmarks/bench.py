@@ -321,7 +321,7 @@ def _best(repeat: int, work: Callable[[], object]) -> Timing:
 # memory. Neither the rusage wait4 returns nor the process's own ru_maxrss will do: Linux carries the RSS
 # the child had before exec, a copy of this benchmark's, into both.
 MEASURED_CLI = """
-import resource, sys, time
+import os, resource, sys, time
 from gatecfg.cli import main
 code = main(sys.argv[1:])
 try:
@@ -330,7 +330,9 @@ try:
 except OSError:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sys.stderr.write(f"\\ncpu-s {time.process_time()}\\npeak-rss-kb {peak}\\n")
-sys.exit(code)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)  # as gatecfg.cli.run ends: without the interpreter's teardown
 """
 
 

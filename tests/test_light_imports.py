@@ -128,3 +128,40 @@ def test_analytics_command_without_the_extra_names_it(
         f"{command}: error: needs the `analytics` extra, which is not installed (missing: ruptures)",
         "  hint: pip install 'gatecfg[analytics]'",
     ]
+
+
+# `python -m gatecfg ARGS` with an exit handler that says whether the interpreter's teardown ran.
+TEARDOWN_PROBE = """
+import atexit, runpy, sys
+atexit.register(lambda: sys.stderr.write("TEARDOWN RAN"))
+sys.argv = ["gatecfg", *sys.argv[1:]]
+runpy.run_module("gatecfg", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        pytest.param(["resolve", "--format", "json"], 0, id="exit-0"),
+        pytest.param(["resolve", "--gates", "missing", "--format", "json"], 2, id="exit-2"),
+    ],
+)
+def test_the_command_ends_without_the_interpreters_teardown_its_output_whole(
+    tmp_path: Path, args: list[str], code: int
+) -> None:
+    root = make_repo(tmp_path / "repo")
+    done = subprocess.run(
+        [sys.executable, "-c", TEARDOWN_PROBE, *args],
+        cwd=root,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == code
+    assert "TEARDOWN RAN" not in done.stderr
+    if code == 0:
+        assert len(done.stdout) > 8192  # more than a stream buffer: the flush is what brings the rest out
+        assert json.loads(done.stdout)
+    else:
+        assert done.stderr.startswith("missing")
