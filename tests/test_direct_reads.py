@@ -9,17 +9,16 @@ import random
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from test_carry import link
 from test_store import REWARD, SERIES, TEST, points, run_info
 
 from gatecfg.errors import StoreError
-from gatecfg.store import Baseline, CoordinateSpec, HistoryRow, Store
+from gatecfg.store import Baseline, HistoryRow, Store
 from gatecfg.store.direct import DirectStore
-from gatecfg.store.links import Carry
 
 
 @pytest.fixture
@@ -108,7 +107,7 @@ def test_a_coordinate_that_carries_history_is_read_through_the_store(url: str) -
         for day in range(4):
             store.write_run(run_info(f"old-{day}", day=day), {REWARD: points({0: float(day)})})
         store.write_run(run_info("new-4", day=4), {new: points({0: 4.0})})
-        store.carry([_carry(new, REWARD)])
+        store.carry([link(new, REWARD)])
         expected = store.baselines([new.coordinate], window=3)
 
     with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
@@ -251,20 +250,3 @@ def test_a_failing_direct_read_is_a_one_line_store_error(url: str, baseline: Bas
         "cannot read baselines from the history store: no such table: carries",
     )
     assert raised.value.exit_code == 3
-
-
-def _carry(new: CoordinateSpec, old: CoordinateSpec) -> Carry:
-    return Carry(
-        coordinate=new.coordinate,
-        from_coordinate=old.coordinate,
-        series_key=SERIES,
-        test=TEST,
-        metric=new.metric,
-        steps_key=new.steps_key,
-        constraint_key=new.constraint_key,
-        from_constraint_key=old.constraint_key,
-        reason="test",
-        commit=None,
-        base_commit=None,
-        created_at=datetime(2025, 4, 1, tzinfo=UTC),
-    )

@@ -15,7 +15,6 @@ steps (read on into older runs), and writes.
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 import sys
@@ -24,7 +23,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
@@ -35,8 +34,7 @@ from gatecfg.store.rows import (
     CoordinateSummary,
     HistoryRow,
     RunInfo,
-    Status,
-    StoredPoint,
+    history_row,
 )
 from gatecfg.store.windowing import (
     WindowRuns,
@@ -364,42 +362,8 @@ def _history(
     spec = {pk: CoordinateSpec(*columns) for pk, *columns in keys}
     # LIMIT -1 is SQLite's "no limit".
     query_params = [test, metric, *steps, *series, -1 if limit is None else limit]
-    return [
-        HistoryRow(
-            run_id=run_id,
-            commit=commit,
-            branch=branch,
-            created_at=_utc(created_at),
-            # Effective trust: an explicit trust/untrust wins over the verdict when written.
-            trusted=bool(gate_trusted if trust_override is None else trust_override),
-            gate_trusted=bool(gate_trusted),
-            trust_override=None if trust_override is None else bool(trust_override),
-            coordinate=spec[coordinate_pk],
-            point=StoredPoint(
-                step=point_step,
-                value=math.nan if value is None else value,
-                status=cast(Status, status),
-                ref=ref,
-                lo=lo,
-                hi=hi,
-            ),
-        )
-        for (
-            coordinate_pk,
-            point_step,
-            value,
-            status,
-            ref,
-            lo,
-            hi,
-            run_id,
-            commit,
-            branch,
-            created_at,
-            gate_trusted,
-            trust_override,
-        ) in conn.execute(HISTORY.format(where=at_step + in_series), query_params)
-    ]
+    rows = conn.execute(HISTORY.format(where=at_step + in_series), query_params)
+    return [history_row(row, spec[row[0]], _utc(row[10])) for row in rows]
 
 
 def _utc(stored: str) -> datetime:
