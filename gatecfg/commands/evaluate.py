@@ -61,7 +61,7 @@ def run_evaluation(req: Request) -> RunReport:
     ]
     origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
-    # SQLite store is read without SQLAlchemy (store/direct.py), which is most of a CI process's start.
+    # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:
         baselines = store.baselines(
             [c for _, c, _ in selected],

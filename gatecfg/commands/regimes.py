@@ -38,7 +38,7 @@ def regimes(
     chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
     found: list[Regimes] = []
     with (
-        # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's start.
+        # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
         DirectStore.open(db) as store,
         stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)) as advance,
     ):

@@ -1,7 +1,7 @@
 """The history store: stored runs and values per coordinate, baselines, trust, and the schema.
 
-`Store` loads on first use (it brings SQLAlchemy): `gatecfg evaluate` reads a SQLite store without it
-(store/direct.py), and the row types here are plain.
+`Store` loads on first use (it brings SQLAlchemy): `evaluate` and `regimes` read a SQLite store without
+it (store/direct.py), and the row types here are plain.
 """
 
 from __future__ import annotations

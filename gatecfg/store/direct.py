@@ -138,7 +138,8 @@ WHERE coordinates.test = ? AND coordinates.metric = ?{where}
 
 
 class DirectStore:
-    """The store as `gatecfg evaluate` uses it: `baselines`, `has_runs`, `coordinates_for`, `write_run`."""
+    """The store as `gatecfg evaluate` and `gatecfg regimes` use it: `baselines`, `has_runs`,
+    `coordinates_for` and `write_run`; `history`. Each is `Store`'s method of the same name, in effect."""
 
     def __init__(self, url: str, *, create: bool, conn: sqlite3.Connection | None) -> None:
         self._given = url
