@@ -174,14 +174,13 @@ class Null:
         clip = CLIP_Z if m > 1 else math.inf
         rho = _neighbour_correlation(np.clip(z_past, -clip, clip))
         edges = rho >= EDGES_RHO and m >= 3
-        if edges:  # the edges and the trend take the block means' place
-            starts = np.array([], np.int64)
         directions = sides(direction)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
-        share = CORRELATED_ALL_SHARE if edges else ALL_SHARE if blocks else 1.0
+        scans = (blocks > 0) + 2 * edges  # the block means; the trend and the edges
+        share = CORRELATED_ALL_SHARE if edges else ALL_SHARE if scans else 1.0
         a_all = alpha / len(directions) * share
-        a_scan = alpha / len(directions) * (1.0 - share) / (2 if edges else 1)
+        a_scan = alpha / len(directions) * (1.0 - share) / max(scans, 1)
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
