@@ -78,7 +78,7 @@ EDGES_RHO = 0.5  # neighbouring steps this correlated (or more): edges and trend
 # evenly. Twenty steps at rho 0.9 hold about as much as two independent values: a shift of every step is
 # the mean's to find, and a block's edges stand out far enough to need little (docs/calibration.md).
 CORRELATED_ALL_SHARE = 0.5
-JUMP_CLIP = 3.0  # a whitened jump counts at most this much in the trend (a clean one passes 3 once in 370)
+JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
 RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.

@@ -14,6 +14,7 @@ from helpers import run_cli
 from gatecfg.budget import (
     CAP_Z,
     CLIP_Z,
+    JUMP_CLIP,
     MIN_NIGHTS,
     _block_correlation,
     _blocks,
@@ -22,6 +23,8 @@ from gatecfg.budget import (
     _neighbour_correlation,
     _statistics,
     _t_quantile,
+    _trend,
+    _whiten,
     decide,
 )
 from gatecfg.escape import markdown_text
@@ -194,6 +197,60 @@ def test_under_correlated_noise_a_block_is_found_by_its_edges_and_a_spike_is_not
     assert not decide(spiked, window, direction="up", alpha=0.01).fired
 
 
+def test_the_trend_is_about_a_unit_normal_on_clean_correlated_steps() -> None:
+    z = (ar1_nights(4000, 100, seed=3).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
+    trend = _trend(z, 0.9)
+
+    assert abs(trend.mean()) < 0.1
+    assert abs(trend.std() - 1.0) < 0.1  # the clipped jumps take a little of the spread
+    assert (trend > 2.326).mean() < 0.015
+
+
+def test_a_drift_along_correlated_steps_is_caught_by_the_trend() -> None:
+    nights = ar1_nights(200 + 20, 100, seed=140)
+    drift = 0.3 * np.linspace(0.0, 1.0, 100)  # 0 at the first step, 3 sigma at the last
+    kinds = [
+        decide(nights[i] + drift, nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01)
+        for i in range(20, len(nights))
+    ]
+
+    # Before the trend the rule caught 122 of these 200 nights (the mean over all steps); with it 151.
+    assert sum(d.fired for d in kinds) > 140
+    assert sum(d.fired and d.kind == "trend" for d in kinds) > 60
+
+
+def test_a_shift_of_every_correlated_step_gets_the_larger_share() -> None:
+    # Twenty steps at rho 0.9 are worth about two independent values: the mean over all of them carries
+    # most of what the run says, and gets half the budget (a quarter before: 257 of these 400 nights).
+    nights = ar1_nights(400 + 20, 20, seed=20)
+    caught = sum(
+        decide(nights[i] + 0.3, nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(20, len(nights))
+    )
+
+    assert caught > 270
+
+
+def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
+    # The last step's jump up has no jump back to tell a spike from the start of a shift: clipped, it
+    # moves the trend by at most JUMP_CLIP times the ramp's last weight. Unclipped, a 10 sigma spike
+    # there failed 51 of these 200 nights.
+    nights = ar1_nights(200 + 20, 20, seed=60)
+    spiked = nights.copy()
+    spiked[:, -1] += 1.0  # 10 sigma
+    fired = sum(
+        decide(spiked[i], nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(20, len(nights))
+    )
+    ramp = _whiten(np.linspace(0.0, 1.0, 20)[:, None], 0.9)[:, 0]
+    z = np.zeros((20, 1))
+    z[-1] = CLIP_Z
+
+    assert _trend(z, 0.9)[0] == pytest.approx(JUMP_CLIP * ramp[-1] / np.linalg.norm(ramp))
+    assert _trend(z, 0.9)[0] < 0.7
+    assert fired <= 4  # 2 expected at 1%
+
+
 def test_the_harmless_direction_never_fails() -> None:
     nights = clean_nights(21, 20, seed=6)
 
@@ -334,6 +391,27 @@ def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) 
         r"above baseline \(\+\d+\.\d%\), rising at step 33 and falling back after step 40: neighbouring "
         r"steps move together \(correlation 0\.\d\d\), and a clean night's steps jump in and out that far "
         r"with probability 0\.01 \(edge score \d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
+        result.why,
+    )
+
+
+def test_a_drift_found_by_the_trend_says_how_the_run_drifted(tmp_path: Path) -> None:
+    test = load_tree(write_gates(tmp_path)).test(TEST)
+    nights = ar1_nights(21, 100, seed=9)
+    tonight = nights[20] + 0.3 * np.linspace(0.0, 1.0, 100)
+    steps = list(range(100))
+    selection = Selection(steps, steps, tonight.tolist(), [None] * 100, [None] * 100)
+    window = Window.from_runs(steps, nights[:20][::-1].copy())
+
+    [result] = evaluate([(test.gates[0], "c", selection)], Baselines({"c": window}), test.policy)
+
+    assert result.why is not None
+    assert result.why.startswith("100 of 100 steps moved up (all); the steps drift up along the run, ")
+    assert re.search(
+        r"a line through them going from -?\d+\.\d\d at step 0 to \d+\.\d\d at step 99 of their "
+        r"night-to-night scales above baseline \(\+\d+\.\d%\): neighbouring steps move together "
+        r"\(correlation 0\.\d\d\), and a clean night drifts that far with probability 0\.01 \(trend score "
+        r"\d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
         result.why,
     )
 
