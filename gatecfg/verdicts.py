@@ -568,8 +568,8 @@ class Ruled:
         if d.kind == "trend":
             # A drift along a run of correlated steps: the line through the steps, from start to end.
             sign = 1.0 if d.direction == "up" else -1.0
-            level = np.clip(sign * d.z, -CLIP_Z, CLIP_Z)
-            slope, start = np.polyfit(np.arange(judged, dtype=float), level, 1)
+            steps = np.clip(sign * d.z, -CLIP_Z, CLIP_Z)
+            slope, start = (float(c) for c in np.polyfit(np.arange(judged, dtype=float), steps, 1))
             end = start + slope * (judged - 1)
             first, last = (_name(selection.steps[int(self.judged[i])]) for i in (0, judged - 1))
             return (
