@@ -15,6 +15,8 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
      the block's largest z (a block of two, which would keep only its smaller step, counts its larger one
      up to CAP_Z above the smaller: a spike is capped, two shifted steps keep nearly all of their signal);
+     with `trials` (a mean of Bernoulli draws: binomial noise, no heavy tail to guard against) the
+     block's plain mean;
    * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step and
      the run holds few independent values), instead of the block means, two statistics of the whitened
      steps (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, nearly independent step to step):
@@ -185,7 +187,7 @@ class Null:
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
             z = np.clip(sign * z_past, -clip, clip)
-            matrix = _statistics(z, starts, width)  # statistics x nights
+            matrix = _statistics(z, starts, width, spikes=trials is None)  # statistics x nights
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
@@ -218,7 +220,7 @@ class Null:
         failing = np.zeros(m, bool)
         for side, null in self.sides:
             now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
-            stats = _statistics(now, self.starts, self.width)[:, 0]
+            stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
             ranges = list(null.ranges)
             if self.edges:
                 score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
@@ -260,15 +262,21 @@ def _kind(edges: bool, k: int, count: int) -> Kind:
     return "trend" if edges and k == count - 2 else "mean"
 
 
-def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:
+def _statistics(
+    z: FloatArray, starts: npt.NDArray[np.int64], width: int, *, spikes: bool = True
+) -> FloatArray:
     """Per column of `z` (steps x nights): the mean over all steps, then each block's mean without its
     largest value, so that one step alone cannot carry a block. A block of two would keep only its
-    smaller step: there the larger counts, up to CAP_Z above the smaller. A block of one keeps it."""
+    smaller step: there the larger counts, up to CAP_Z above the smaller. A block of one keeps it.
+    Without `spikes` (a mean of Bernoulli trials, whose binomial noise has no heavy tail to guard
+    against) every block keeps all of its steps."""
     stats = [z.mean(axis=0)]
     if len(starts):
         stack = np.array([z[starts + k] for k in range(width)])  # width x blocks x nights
         total = stack.sum(axis=0)
-        if width == 2:
+        if not spikes:
+            stats += list(total / width)
+        elif width == 2:
             smaller, larger = stack.min(axis=0), stack.max(axis=0)
             stats += list((smaller + np.minimum(larger, smaller + CAP_Z)) / 2.0)
         elif width > 2:

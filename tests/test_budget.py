@@ -163,6 +163,33 @@ def test_a_two_step_block_keeps_its_signal_and_a_spike_adds_at_most_the_cap() ->
     assert _statistics(spike, starts, width)[1:].max() == pytest.approx(CAP_Z / 2)
 
 
+def test_with_trials_a_block_keeps_every_step() -> None:
+    starts, width = _blocks(20)
+    block = np.zeros((20, 1))
+    block[6:8, 0] = (3.0, 1.5)
+
+    # Binomial noise has no heavy tail to guard against: the pair's plain mean, not the capped one.
+    assert _statistics(block, starts, width)[1:].max() == pytest.approx((1.5 + 1.5 + CAP_Z) / 2)
+    assert _statistics(block, starts, width, spikes=False)[1:].max() == pytest.approx(2.25)
+
+
+def test_a_two_step_drop_of_a_mean_of_coins_is_caught_more_often_than_not() -> None:
+    # The reward: a mean of 16 fair coins per step, 20 steps; 3 sigma down over two steps anywhere.
+    rng = np.random.default_rng(16)
+    nights = rng.binomial(16, 0.5, (200 + 20, 20)) / 16.0
+    caught = fired = 0
+    for i in range(20, len(nights)):
+        window = nights[i - 20 : i][::-1].T.copy()
+        shifted = nights[i].copy()
+        start = int(rng.integers(0, 19))
+        shifted[start : start + 2] -= 3 * 0.5 / np.sqrt(16)
+        caught += decide(shifted, window, direction="down", alpha=0.01, trials=16).fired
+        fired += decide(nights[i], window, direction="down", alpha=0.01, trials=16).fired
+
+    assert caught > 140  # 158 of these 200 nights; 118 when the pair's larger step was capped
+    assert fired < 6  # 2 expected at 1%
+
+
 def test_neighbour_correlation_is_measured_from_the_window() -> None:
     independent = np.random.default_rng(0).standard_normal((100, 20))
     correlated = (ar1_nights(20, 100, seed=1).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
