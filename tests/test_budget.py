@@ -401,45 +401,44 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert why.replace("%", "%25") in github.out  # workflow commands escape %
 
 
-def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) -> None:
+def ar1_why(tmp_path: Path, shift: np.ndarray) -> str | None:
+    """The why line evaluate gives a 100-step AR(1) night shifted by `shift`, against 20 past nights."""
     test = load_tree(write_gates(tmp_path)).test(TEST)
     nights = ar1_nights(21, 100, seed=9)
-    tonight = nights[20].copy()
-    tonight[33:41] += 0.3
     steps = list(range(100))
-    selection = Selection(steps, steps, tonight.tolist(), [None] * 100, [None] * 100)
+    selection = Selection(steps, steps, (nights[20] + shift).tolist(), [None] * 100, [None] * 100)
     window = Window.from_runs(steps, nights[:20][::-1].copy())
-
     [result] = evaluate([(test.gates[0], "c", selection)], Baselines({"c": window}), test.policy)
+    return result.why
 
-    assert result.why is not None
-    assert result.why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
+
+def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) -> None:
+    shift = np.zeros(100)
+    shift[33:41] = 0.3
+
+    why = ar1_why(tmp_path, shift)
+
+    assert why is not None
+    assert why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
     assert re.search(
         r"above baseline \(\+\d+\.\d%\), rising at step 33 and falling back after step 40: neighbouring "
         r"steps move together \(correlation 0\.\d\d\), and a clean night's steps jump in and out that far "
         r"with probability 0\.01 \(edge score \d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
-        result.why,
+        why,
     )
 
 
 def test_a_drift_found_by_the_trend_says_how_the_run_drifted(tmp_path: Path) -> None:
-    test = load_tree(write_gates(tmp_path)).test(TEST)
-    nights = ar1_nights(21, 100, seed=9)
-    tonight = nights[20] + 0.3 * np.linspace(0.0, 1.0, 100)
-    steps = list(range(100))
-    selection = Selection(steps, steps, tonight.tolist(), [None] * 100, [None] * 100)
-    window = Window.from_runs(steps, nights[:20][::-1].copy())
+    why = ar1_why(tmp_path, 0.3 * np.linspace(0.0, 1.0, 100))
 
-    [result] = evaluate([(test.gates[0], "c", selection)], Baselines({"c": window}), test.policy)
-
-    assert result.why is not None
-    assert result.why.startswith("100 of 100 steps moved up (all); the steps drift up along the run, ")
+    assert why is not None
+    assert why.startswith("100 of 100 steps moved up (all); the steps drift up along the run, ")
     assert re.search(
         r"a line through them going from -?\d+\.\d\d at step 0 to \d+\.\d\d at step 99 of their "
         r"night-to-night scales above baseline \(\+\d+\.\d%\): neighbouring steps move together "
         r"\(correlation 0\.\d\d\), and a clean night drifts that far with probability 0\.01 \(trend score "
         r"\d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
-        result.why,
+        why,
     )
 
 
