@@ -9,7 +9,7 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    log for a positive metric whose window is more symmetric there, else the metric's own units. With
    more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
-   steps (a sustained shift), and a scan for a shift confined to part of the run that one spiking step
+   steps (a sustained shift), and scans for a shift confined to part of the run that one spiking step
    cannot imitate, which depends on how strongly neighbouring steps move together (`rho`, the pooled
    lag-1 correlation of the window's standardised steps):
    * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
@@ -18,8 +18,8 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
      with `trials` (a mean of Bernoulli draws: binomial noise, no heavy tail to guard against) the
      block's plain mean;
    * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step and
-     the run holds few independent values), instead of the block means, two statistics of the whitened
-     steps (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, nearly independent step to step):
+     the run holds few independent values), also two statistics of the whitened steps
+     (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, nearly independent step to step):
      - the block's edges: a shift over steps a..b is a jump up at a and down at b + 1 standing far out of
        the noise, whatever the block's width. The statistic is the largest
        `min(up jump at a, down jump at j)` over a <= j - 2: a block of at least two steps, so a single
@@ -35,18 +35,17 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
    over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans; under
-   AR-like noise CORRELATED_ALL_SHARE to the mean, the rest evenly to the trend and the edges (few
-   independent values: the mean carries most of what the run says, and a block needs little budget to
-   show its edges). The
+   AR-like noise CORRELATED_ALL_SHARE to the mean, the rest evenly to the blocks, the trend and the edges
+   (few independent values: the mean carries most of what the run says, and a block needs little budget
+   to show its edges). The
    blocks' share is divided not by their count but by the number of independent tests they are worth
    (Li and Ji's eigenvalue count on their correlation across the past nights): overlapping blocks, and
    steps tied by AR noise or a shared shift, are fewer tests than blocks. Block statistics share one
    pooled spread, with the degrees of freedom of as many blocks as that correlation leaves independent.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
-(the edges' block when they fired; all steps when only the mean or the trend did); the statistic described
-is the one
-that went furthest toward its threshold.
+(the edges' block when they fired; all steps when only the mean or the trend did); the statistic
+described is the one that went furthest toward its threshold.
 """
 
 from __future__ import annotations
@@ -75,10 +74,11 @@ BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 # saturates early (a 2 sigma shift of 20 steps is caught at any share), a narrow block's does not.
 ALL_SHARE = 0.25
 CAP_Z = 1.0  # a two-step block's larger z counts at most this far above its smaller one
-EDGES_RHO = 0.5  # neighbouring steps this correlated (or more): edges and trend instead of block means
-# Under such noise the mean over all steps gets this share of the budget, the trend and the edges the rest
-# evenly. Twenty steps at rho 0.9 hold about as much as two independent values: a shift of every step is
-# the mean's to find, and a block's edges stand out far enough to need little (docs/calibration.md).
+EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for edges and a trend too
+# Under such noise the mean over all steps gets this share of the budget, the blocks, the trend and the
+# edges the rest evenly. Twenty steps at rho 0.9 hold about as much as two independent values: a shift of
+# every step is the mean's to find, and a block's edges stand out far enough to need little
+# (docs/calibration.md).
 CORRELATED_ALL_SHARE = 0.5
 JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
 RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
@@ -136,8 +136,8 @@ def decide(
 @dataclass(frozen=True)
 class _Side:
     sign: float
-    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block, or
-    # the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
+    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block, then
+    # when scanned the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
 
@@ -157,7 +157,7 @@ class Null:
     starts: npt.NDArray[np.int64]
     width: int
     rho: float
-    edges: bool  # scanned for a block's edges and a trend instead of block means (rho >= EDGES_RHO)
+    edges: bool  # scanned for a block's edges and a trend too (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
 
     @classmethod
