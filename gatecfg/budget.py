@@ -10,7 +10,7 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
    steps (a sustained shift), and scans for a shift confined to part of the run that one spiking step
-   cannot imitate, which depends on how strongly neighbouring steps move together (`rho`, the pooled
+   cannot imitate, which depend on how strongly neighbouring steps move together (`rho`, the pooled
    lag-1 correlation of the window's standardised steps):
    * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
      the block's largest z (a block of two, which would keep only its smaller step, counts its larger one
