@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from helpers import run_cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from rekey_helpers import git, make_repo
@@ -223,13 +223,16 @@ SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, ma
     ),
 )
 def test_no_credential_of_a_url_survives_masking(secret: str, name: str) -> None:
-    for url in (
-        f"postgresql://user:{secret}@db:5432/history?{name}={secret}&sslmode=require",
-        f"postgresql+psycopg://user@db/history?application_name=ci&{name}={secret}",
-        f"https://ci.example/runs/1?{name}={secret}#t",
-        f"postgresql://user:{secret}@[::1/history",  # does not parse
-        f"postgresql://user:{secret}@db:port/history",
+    for template in (
+        "postgresql://user:{secret}@db:5432/history?{name}={secret}&sslmode=require",
+        "postgresql+psycopg://user@db/history?application_name=ci&{name}={secret}",
+        "https://ci.example/runs/1?{name}={secret}#t",
+        "postgresql://user:{secret}@[::1/history",  # does not parse
+        "postgresql://user:{secret}@db:port/history",
     ):
+        # A secret that the URL's own text holds (`postgres` in the scheme) is no leak to look for.
+        assume(secret not in template.format(secret="", name=name))
+        url = template.format(secret=secret, name=name)
         assert secret not in mask_url(url), url
 
 
