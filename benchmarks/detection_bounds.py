@@ -14,9 +14,18 @@ Cases (the families of benchmarks/gate_quality.py, same parameters):
 
 * a 3 sigma shift of a contiguous 10% block at 20 steps (two steps), Gaussian noise, and the families
   of the shipped defaults: lognormal (KL-like), Bernoulli (16 coins), spiky (grad norm);
+* the same for the Bernoulli reward with each step's p estimated from the 20 past nights (320 coins per
+  step), as any rule must: the estimated-noise bound of the reward default (`trials: 16`), its threshold
+  still set at exactly 1% by simulation, which no rule can do; and the block scan that does not know
+  the shift's size (the largest two-step mean of binomial z scores), calibrated the same way;
 * one value of the rare-event rate (the tito gates' `steps: last`), shifted by 3 sigma: the oracle that
   knows the binomial distribution fails the night when the count is high enough (a threshold on the
-  value, randomised at the boundary to spend exactly 1%); beside it a known normal distribution.
+  value, randomised at the boundary to spend exactly 1%); beside it a known normal distribution;
+* AR(1) noise at rho 0.9 over 20 steps (the `ar1` family): a shift of every step by 3 sigma, and the
+  drift from 0 at the first step to 3 sigma at the last. Both shapes are known to the oracle, so its test
+  is the generalised least squares projection on that shape, normal with a signal-to-noise ratio of
+  3 sqrt(s' R^-1 s) (R the AR(1) correlation, s the shape): exact, no simulation. Beside each, the same
+  test with each step's location taken from the 20 past nights (variance 1 + 1/20 of the oracle's).
 """
 
 from __future__ import annotations
@@ -117,6 +126,63 @@ def bernoulli(rng: np.random.Generator, nights: int) -> float:
     return _power(score(null), score(alt))
 
 
+def bernoulli_estimated(rng: np.random.Generator, nights: int) -> float:
+    """As `bernoulli`, each step's p the share of heads in its 20 past nights (320 coins): the plug-in
+    likelihood ratio, its 99th percentile on clean nights drawn the same way."""
+    trials, window = 16, 20
+    shift = K * 0.5 / math.sqrt(trials) * trials
+
+    def score(counts: np.ndarray, p: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_lr = stats.binom.logpmf(counts + shift, trials, p) - stats.binom.logpmf(counts, trials, p)
+            mixed = _mixture(np.where(counts < 0, 0.0, np.nan_to_num(log_lr, nan=0.0, neginf=-np.inf)))
+        return np.where((counts < 0).any(axis=1), np.inf, mixed)
+
+    def estimated() -> np.ndarray:
+        heads = rng.binomial(trials * window, 0.5, (nights, STEPS))
+        return np.clip(heads, 1, trials * window - 1) / (trials * window)  # p never exactly 0 or 1
+
+    null = score(rng.binomial(trials, 0.5, (nights, STEPS)).astype(float), estimated())
+    alt_counts = rng.binomial(trials, 0.5, (nights, STEPS)) - shift * _block(rng, nights)
+    return _power(null, score(alt_counts, estimated()))
+
+
+def bernoulli_scan(rng: np.random.Generator, nights: int) -> float:
+    """The two-step block scan with each step's p from its 20 past nights, not told the shift's size:
+    the largest mean of two neighbouring steps' binomial z scores (a block of the benchmark's width at any
+    position), its 99th percentile on clean nights drawn the same way."""
+    trials, window = 16, 20
+    shift = K * 0.5 / math.sqrt(trials) * trials
+
+    def score(counts: np.ndarray) -> np.ndarray:
+        heads = rng.binomial(trials * window, 0.5, counts.shape)
+        p = np.clip(heads, 1, trials * window - 1) / (trials * window)
+        z = (trials * p - counts) / np.sqrt(trials * p * (1.0 - p))  # downward is harmful
+        return (sum(z[:, k : STEPS - WIDTH + 1 + k] for k in range(WIDTH)) / WIDTH).max(axis=1)
+
+    null = score(rng.binomial(trials, 0.5, (nights, STEPS)).astype(float))
+    return _power(null, score(rng.binomial(trials, 0.5, (nights, STEPS)) - shift * _block(rng, nights)))
+
+
+def ar1_shapes(rho: float = 0.9, window: int = 20) -> list[tuple[str, float, float]]:
+    """(shape, oracle, location from `window` nights) detection at ALPHA for the `ar1` family's shift of
+    every step and its drift, both 3 sigma: the GLS test of the known shape, exact."""
+    lags = np.abs(np.subtract.outer(np.arange(STEPS), np.arange(STEPS)))
+    inverse = np.linalg.inv(rho**lags)
+    found = []
+    for name, shape in (("every step", np.ones(STEPS)), ("drift 0 -> 3 sd", np.linspace(0.0, 1.0, STEPS))):
+        snr = K * math.sqrt(float(shape @ inverse @ shape))
+        critical = float(stats.norm.isf(ALPHA))
+        found.append(
+            (
+                name,
+                float(stats.norm.sf(critical - snr)),
+                float(stats.norm.sf(critical - snr / math.sqrt(1.0 + 1.0 / window))),
+            )
+        )
+    return found
+
+
 def one_rare_value() -> tuple[float, float]:
     """(binomial oracle, known normal) for one value of a rate of 200 sessions at p 0.02, shifted by 3
     sigma, at exactly 1% false alarms."""
@@ -154,9 +220,19 @@ def main(argv: list[str] | None = None) -> int:
         ("spiky (grad norm)", spiky),
     ):
         print(f"| 3 sd over a 2-step block at 20 steps, {name} | {100 * case(rng, args.nights):.1f} |")
+    estimated = bernoulli_estimated(rng, args.nights)
+    print(
+        "| 3 sd over a 2-step block at 20 steps, bernoulli, p per step from 20 nights | "
+        f"{100 * estimated:.1f} |"
+    )
+    scan = bernoulli_scan(rng, args.nights)
+    print(f"| the same, the best two-step block scan (size unknown), p from 20 nights | {100 * scan:.1f} |")
     binomial, normal = one_rare_value()
     print(f"| 3 sd on one value, rare-event rate (binomial 200, p 0.02) | {100 * binomial:.1f} |")
     print(f"| 3 sd on one value, known normal | {100 * normal:.1f} |")
+    for name, oracle, plug_in in ar1_shapes():
+        print(f"| 3 sd AR(1) rho 0.9, 20 steps, {name} | {100 * oracle:.1f} |")
+        print(f"| 3 sd AR(1) rho 0.9, 20 steps, {name}, location from 20 nights | {100 * plug_in:.1f} |")
     return 0
 
 

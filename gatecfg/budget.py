@@ -9,32 +9,43 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    log for a positive metric whose window is more symmetric there, else the metric's own units. With
    more than one step each z is clipped to +-CLIP_Z.
 2. Combine the steps, in each harmful direction, into a few statistics of the night: the mean z over all
-   steps (a sustained shift), and a scan for a shift confined to part of the run that one spiking step
-   cannot imitate, which depends on how strongly neighbouring steps move together (`rho`, the pooled
+   steps (a sustained shift), and scans for a shift confined to part of the run that one spiking step
+   cannot imitate, which depend on how strongly neighbouring steps move together (`rho`, the pooled
    lag-1 correlation of the window's standardised steps):
    * always, the mean z over each contiguous block of 10% of the steps at half-block strides, without
      the block's largest z (a block of two, which would keep only its smaller step, counts its larger one
      up to CAP_Z above the smaller: a spike is capped, two shifted steps keep nearly all of their signal);
-   * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step), also
-     the block's edges. Whitened (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`), a shift over steps a..b is
-     a jump up at a and down at b + 1 standing far out of noise that is nearly independent step to step,
-     whatever the block's width. The statistic is the largest `min(up jump at a, down jump at j)` over
-     a <= j - 2: a block of at least two steps, so a single spike (up at t, down at t + 1) does not
-     count. It enters as a normal score, its tail being known exactly for independent jumps.
+     with `trials` (a mean of Bernoulli draws: binomial noise, no heavy tail to guard against) the
+     block's plain mean;
+   * when `rho >= EDGES_RHO` (AR-like noise, where a block's mean is barely quieter than one step and
+     the run holds few independent values), also two statistics of the whitened steps
+     (`e_i = (z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, nearly independent step to step):
+     - the block's edges: a shift over steps a..b is a jump up at a and down at b + 1 standing far out of
+       the noise, whatever the block's width. The statistic is the largest
+       `min(up jump at a, down jump at j)` over a <= j - 2: a block of at least two steps, so a single
+       spike (up at t, down at t + 1) does not count. It enters as a normal score, its tail being known
+       exactly for independent jumps;
+     - a trend: the whitened steps' projection on a whitened ramp (0 at the first step, 1 at the last),
+       each jump clipped to +-JUMP_CLIP, so that a spike, even on the last step where no jump back
+       follows it, moves the trend by at most JUMP_CLIP of its weights. Under AR noise a drift's signal
+       sits mostly in the run's last steps; the ramp collects all of it.
 3. Take each statistic's null distribution from the window's own nights, leave-one-out: every past night
    is standardised by the other nights exactly as tonight is by all of them. Correlation between steps
    (a shift shared by a night, AR(1) noise) is thereby in the spread, measured, not assumed away.
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
-   over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans. The
+   over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans; under
+   AR-like noise CORRELATED_ALL_SHARE to the mean, the rest evenly to the blocks, the trend and the edges
+   (few independent values: the mean carries most of what the run says, and a block needs little budget
+   to show its edges). The
    blocks' share is divided not by their count but by the number of independent tests they are worth
    (Li and Ji's eigenvalue count on their correlation across the past nights): overlapping blocks, and
    steps tied by AR noise or a shared shift, are fewer tests than blocks. Block statistics share one
    pooled spread, with the degrees of freedom of as many blocks as that correlation leaves independent.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
-(the edges' block when they fired; all steps when only the mean did); the statistic described is the one
-that went furthest toward its threshold.
+(the edges' block when they fired; all steps when only the mean or the trend did); the statistic
+described is the one that went furthest toward its threshold.
 """
 
 from __future__ import annotations
@@ -51,7 +62,7 @@ import numpy.typing as npt
 
 Direction = Literal["up", "down", "both"]
 Space = Literal["linear", "log", "binomial"]
-Kind = Literal["mean", "edges"]
+Kind = Literal["mean", "edges", "trend"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -63,7 +74,13 @@ BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 # saturates early (a 2 sigma shift of 20 steps is caught at any share), a narrow block's does not.
 ALL_SHARE = 0.25
 CAP_Z = 1.0  # a two-step block's larger z counts at most this far above its smaller one
-EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for a block's edges too
+EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for edges and a trend too
+# Under such noise the mean over all steps gets this share of the budget, the blocks, the trend and the
+# edges the rest evenly. Twenty steps at rho 0.9 hold about as much as two independent values: a shift of
+# every step is the mean's to find, and a block's edges stand out far enough to need little
+# (docs/calibration.md).
+CORRELATED_ALL_SHARE = 0.5
+JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
 RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
@@ -76,8 +93,8 @@ class Decision:
     """The night's outcome. `failing` marks the steps of every block statistic that fired, or all steps
     when only the mean over all of them did (all False on a pass); `loc`/`scale` are each step's baseline
     location and scale; the other fields describe the statistic that went furthest toward its threshold,
-    fired or not: a mean of the steps' z (`kind` "mean") or the normal score of a block's edges
-    ("edges")."""
+    fired or not: a mean of the steps' z (`kind` "mean"), the normal score of a block's edges ("edges")
+    or the trend along the run ("trend", in units of its clean spread when the steps are independent)."""
 
     failing: BoolArray
     z: FloatArray  # each step's standardised distance from its baseline (harmful or not), unclipped
@@ -86,7 +103,7 @@ class Decision:
     direction: Literal["up", "down"]
     first: int  # index range [first, last] of the statistic's steps among those judged
     last: int
-    distance: float  # its value: a mean z, or the edges' normal score (harmful direction positive)
+    distance: float  # its value: a mean z, the edges' normal score or the trend (harmful direction positive)
     threshold: float  # the value a clean night exceeds with probability alpha / (statistics x sides)
     nights: int
     severity: float  # (statistic - its past mean) / (threshold - past mean): the night fails above 1
@@ -119,8 +136,8 @@ def decide(
 @dataclass(frozen=True)
 class _Side:
     sign: float
-    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block
-    # (the edges' steps, last when scanned, are wherever tonight's block is: judge locates them)
+    ranges: tuple[tuple[int, int], ...]  # the steps of each statistic: all of them, then each block, then
+    # when scanned the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
 
@@ -140,7 +157,7 @@ class Null:
     starts: npt.NDArray[np.int64]
     width: int
     rho: float
-    edges: bool  # scanned for a block's edges (rho >= EDGES_RHO)
+    edges: bool  # scanned for a block's edges and a trend too (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
 
     @classmethod
@@ -162,14 +179,15 @@ class Null:
         directions = sides(direction)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
-        scans = (blocks > 0) + edges
-        a_all = alpha / len(directions) * (ALL_SHARE if scans else 1.0)
-        a_scan = alpha / len(directions) * (1.0 - ALL_SHARE) / max(scans, 1)
+        scans = (blocks > 0) + 2 * edges  # the block means; the trend and the edges
+        share = CORRELATED_ALL_SHARE if edges else ALL_SHARE if scans else 1.0
+        a_all = alpha / len(directions) * share
+        a_scan = alpha / len(directions) * (1.0 - share) / max(scans, 1)
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
             z = np.clip(sign * z_past, -clip, clip)
-            matrix = _statistics(z, starts, width)  # statistics x nights
+            matrix = _statistics(z, starts, width, spikes=trials is None)  # statistics x nights
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
@@ -186,11 +204,11 @@ class Null:
                 q = _t_quantile(a_block, df)
                 thresholds += list(centre[1:] + q * pooled * inflate)
             if edges:
-                score = _edges(z, rho, n - 1)[0]
-                centre = np.append(centre, score.mean())
-                ranges.append((0, m - 1))
-                spread_edges = max(float(score.std(ddof=1)), 1e-12)
-                thresholds.append(centre[-1] + _t_quantile(a_scan, n - 1) * spread_edges * inflate)
+                for score in (_trend(z, rho), _edges(z, rho, n - 1)[0]):
+                    centre = np.append(centre, score.mean())
+                    ranges.append((0, m - 1))
+                    spread_scan = max(float(score.std(ddof=1)), 1e-12)
+                    thresholds.append(centre[-1] + _t_quantile(a_scan, n - 1) * spread_scan * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
         return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found))
 
@@ -202,11 +220,11 @@ class Null:
         failing = np.zeros(m, bool)
         for side, null in self.sides:
             now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
-            stats = _statistics(now, self.starts, self.width)[:, 0]
+            stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
             ranges = list(null.ranges)
             if self.edges:
                 score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
-                stats = np.append(stats, score)
+                stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
                 ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
             # How far each statistic went toward its threshold: 1 at the threshold.
             severity = (stats - null.centres) / (null.thresholds - null.centres)
@@ -230,22 +248,35 @@ class Null:
                     nights=self.nights,
                     severity=float(severity[k]),
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
-                    kind="edges" if self.edges and k == len(stats) - 1 else "mean",
+                    kind=_kind(self.edges, k, len(stats)),
                     rho=self.rho,
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return dataclasses.replace(best, failing=failing)
 
 
-def _statistics(z: FloatArray, starts: npt.NDArray[np.int64], width: int) -> FloatArray:
+def _kind(edges: bool, k: int, count: int) -> Kind:
+    """Which statistic the k-th of `count` is: the trend and the edges come last when scanned."""
+    if edges and k == count - 1:
+        return "edges"
+    return "trend" if edges and k == count - 2 else "mean"
+
+
+def _statistics(
+    z: FloatArray, starts: npt.NDArray[np.int64], width: int, *, spikes: bool = True
+) -> FloatArray:
     """Per column of `z` (steps x nights): the mean over all steps, then each block's mean without its
     largest value, so that one step alone cannot carry a block. A block of two would keep only its
-    smaller step: there the larger counts, up to CAP_Z above the smaller. A block of one keeps it."""
+    smaller step: there the larger counts, up to CAP_Z above the smaller. A block of one keeps it.
+    Without `spikes` (a mean of Bernoulli trials, whose binomial noise has no heavy tail to guard
+    against) every block keeps all of its steps."""
     stats = [z.mean(axis=0)]
     if len(starts):
         stack = np.array([z[starts + k] for k in range(width)])  # width x blocks x nights
         total = stack.sum(axis=0)
-        if width == 2:
+        if not spikes:
+            stats += list(total / width)
+        elif width == 2:
             smaller, larger = stack.min(axis=0), stack.max(axis=0)
             stats += list((smaller + np.minimum(larger, smaller + CAP_Z)) / 2.0)
         elif width > 2:
@@ -282,8 +313,7 @@ def _edges(
     normal score; p is a Student t tail with `df` degrees of freedom, the steps' scales being estimated
     from that many nights. The past nights then measure how far the real noise departs from that."""
     m = z.shape[0]
-    jumps = z.copy()
-    jumps[1:] = (z[1:] - rho * z[:-1]) / math.sqrt(1.0 - rho * rho)
+    jumps = _whiten(z, rho)
     rises = np.maximum.accumulate(jumps, axis=0)  # the largest up jump at or before each step
     pairs = np.minimum(rises[:-2], -jumps[2:])  # row i: the largest up jump by step i, down at i + 2
     row = np.argmax(pairs, axis=0)
@@ -299,6 +329,29 @@ def _edges(
     tail = np.clip(tail, 1e-300, 1.0 - 1e-16)
     score = np.array([-_NORMAL.inv_cdf(float(q)) for q in tail])
     return score, first, (row + 1).astype(np.int64)
+
+
+def _whiten(z: FloatArray, rho: float) -> FloatArray:
+    """The steps' jumps (rows of `z`, nights in the columns) under AR(1) noise of correlation rho: the
+    first step as it is, then `(z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, unit normal and independent on a
+    clean night of that noise."""
+    jumps = z.copy()
+    jumps[1:] = (z[1:] - rho * z[:-1]) / math.sqrt(1.0 - rho * rho)
+    return jumps
+
+
+def _trend(z: FloatArray, rho: float) -> FloatArray:
+    """Per column of `z` (steps x nights, m >= 3): the drift along the run, the whitened steps' jumps
+    (each clipped to +-JUMP_CLIP) projected on the whitened ramp from 0 at the first step to 1 at the
+    last, scaled to unit norm (a clean night's trend is then about a unit normal).
+
+    Under AR(1) noise that projection is the best linear test of a ramp (generalised least squares),
+    and it weighs the last step most: a drift has reached its largest there, and the jump into the last
+    step is the news. Clipping the jumps bounds what one spiking step can add, even the last one, whose
+    jump back is never seen."""
+    ramp = _whiten(np.linspace(0.0, 1.0, len(z))[:, None], rho)[:, 0]
+    ramp /= float(np.linalg.norm(ramp))
+    return np.asarray(ramp @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
 
 
 def _block_correlation(blocks: FloatArray) -> FloatArray:

@@ -459,8 +459,9 @@ def _statuses(
             )
             codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
     elif gate.constraint is not None:
-        # Steps whose windows hold as many values share a matrix (one, nearly always).
-        for size in np.unique(sizes[open_]).tolist():
+        # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
+        # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.
+        for size in sorted(set(sizes[open_].tolist())):
             if window is None or size > BULK_MAX_WINDOW:
                 continue
             steps = np.flatnonzero(open_ & (sizes == size))
@@ -529,6 +530,11 @@ class Ruled:
                 f"{baseline}; among steps whose {moves} stand out of their correlated noise "
                 f"(edge score {d.distance:.2f}, threshold {d.threshold:.2f})"
             )
+        if d.kind == "trend":
+            return "fail", (
+                f"{baseline}; among steps that drift {d.direction} along the run "
+                f"(trend score {d.distance:.2f}, threshold {d.threshold:.2f})"
+            )
         return "fail", (
             f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
             f"(threshold {d.threshold:.2f})"
@@ -558,6 +564,21 @@ class Ruled:
                 f"{level:.2f} of {their} night-to-night scales {above} baseline{pct}, {jumps}: neighbouring "
                 f"steps move together (correlation {d.rho:.2f}), and a clean night's steps jump in and out "
                 f"that far with probability {gate.false_alarm:g} (edge score {d.distance:.2f} against "
+                f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
+            )
+        if d.kind == "trend":
+            # A drift along a run of correlated steps: the line through the steps, from start to end.
+            sign = 1.0 if d.direction == "up" else -1.0
+            steps = np.clip(sign * d.z, -CLIP_Z, CLIP_Z)
+            slope, start = (float(c) for c in np.polyfit(np.arange(judged, dtype=float), steps, 1))
+            end = start + slope * (judged - 1)
+            first, last = (_name(selection.steps[int(self.judged[i])]) for i in (0, judged - 1))
+            return (
+                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); the steps drift "
+                f"{d.direction} along the run, a line through them going from {start:.2f} at step {first} "
+                f"to {end:.2f} at step {last} of their night-to-night scales {above} baseline{pct}: "
+                f"neighbouring steps move together (correlation {d.rho:.2f}), and a clean night drifts that "
+                f"far with probability {gate.false_alarm:g} (trend score {d.distance:.2f} against "
                 f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
             )
         # Each step counts at most CLIP_Z scales when several are judged: at the cap the real distance

@@ -14,6 +14,7 @@ from helpers import run_cli
 from gatecfg.budget import (
     CAP_Z,
     CLIP_Z,
+    JUMP_CLIP,
     MIN_NIGHTS,
     _block_correlation,
     _blocks,
@@ -22,6 +23,8 @@ from gatecfg.budget import (
     _neighbour_correlation,
     _statistics,
     _t_quantile,
+    _trend,
+    _whiten,
     decide,
 )
 from gatecfg.escape import markdown_text
@@ -160,6 +163,33 @@ def test_a_two_step_block_keeps_its_signal_and_a_spike_adds_at_most_the_cap() ->
     assert _statistics(spike, starts, width)[1:].max() == pytest.approx(CAP_Z / 2)
 
 
+def test_with_trials_a_block_keeps_every_step() -> None:
+    starts, width = _blocks(20)
+    block = np.zeros((20, 1))
+    block[6:8, 0] = (3.0, 1.5)
+
+    # Binomial noise has no heavy tail to guard against: the pair's plain mean, not the capped one.
+    assert _statistics(block, starts, width)[1:].max() == pytest.approx((1.5 + 1.5 + CAP_Z) / 2)
+    assert _statistics(block, starts, width, spikes=False)[1:].max() == pytest.approx(2.25)
+
+
+def test_a_two_step_drop_of_a_mean_of_coins_is_caught_more_often_than_not() -> None:
+    # The reward: a mean of 16 fair coins per step, 20 steps; 3 sigma down over two steps anywhere.
+    rng = np.random.default_rng(16)
+    nights = rng.binomial(16, 0.5, (200 + 20, 20)) / 16.0
+    caught = fired = 0
+    for i in range(20, len(nights)):
+        window = nights[i - 20 : i][::-1].T.copy()
+        shifted = nights[i].copy()
+        start = int(rng.integers(0, 19))
+        shifted[start : start + 2] -= 3 * 0.5 / np.sqrt(16)
+        caught += decide(shifted, window, direction="down", alpha=0.01, trials=16).fired
+        fired += decide(nights[i], window, direction="down", alpha=0.01, trials=16).fired
+
+    assert caught > 140  # 158 of these 200 nights; 118 when the pair's larger step was capped
+    assert fired < 6  # 2 expected at 1%
+
+
 def test_neighbour_correlation_is_measured_from_the_window() -> None:
     independent = np.random.default_rng(0).standard_normal((100, 20))
     correlated = (ar1_nights(20, 100, seed=1).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
@@ -192,6 +222,60 @@ def test_under_correlated_noise_a_block_is_found_by_its_edges_and_a_spike_is_not
     assert (found.first, found.last) == (33, 40)
     assert np.flatnonzero(found.failing).tolist() == list(range(33, 41))
     assert not decide(spiked, window, direction="up", alpha=0.01).fired
+
+
+def test_the_trend_is_about_a_unit_normal_on_clean_correlated_steps() -> None:
+    z = (ar1_nights(4000, 100, seed=3).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
+    trend = _trend(z, 0.9)
+
+    assert abs(trend.mean()) < 0.1
+    assert abs(trend.std() - 1.0) < 0.1  # the clipped jumps take a little of the spread
+    assert (trend > 2.326).mean() < 0.015
+
+
+def test_a_drift_along_correlated_steps_is_caught_by_the_trend() -> None:
+    nights = ar1_nights(200 + 20, 100, seed=140)
+    drift = 0.3 * np.linspace(0.0, 1.0, 100)  # 0 at the first step, 3 sigma at the last
+    kinds = [
+        decide(nights[i] + drift, nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01)
+        for i in range(20, len(nights))
+    ]
+
+    # Before the trend the rule caught 122 of these 200 nights (the mean over all steps); with it 151.
+    assert sum(d.fired for d in kinds) > 140
+    assert sum(d.fired and d.kind == "trend" for d in kinds) > 60
+
+
+def test_a_shift_of_every_correlated_step_gets_the_larger_share() -> None:
+    # Twenty steps at rho 0.9 are worth about two independent values: the mean over all of them carries
+    # most of what the run says, and gets half the budget (a quarter before: 257 of these 400 nights).
+    nights = ar1_nights(400 + 20, 20, seed=20)
+    caught = sum(
+        decide(nights[i] + 0.3, nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(20, len(nights))
+    )
+
+    assert caught > 270
+
+
+def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
+    # The last step's jump up has no jump back to tell a spike from the start of a shift: clipped, it
+    # moves the trend by at most JUMP_CLIP times the ramp's last weight. Unclipped, a 10 sigma spike
+    # there failed 51 of these 200 nights.
+    nights = ar1_nights(200 + 20, 20, seed=60)
+    spiked = nights.copy()
+    spiked[:, -1] += 1.0  # 10 sigma
+    fired = sum(
+        decide(spiked[i], nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+        for i in range(20, len(nights))
+    )
+    ramp = _whiten(np.linspace(0.0, 1.0, 20)[:, None], 0.9)[:, 0]
+    z = np.zeros((20, 1))
+    z[-1] = CLIP_Z
+
+    assert _trend(z, 0.9)[0] == pytest.approx(JUMP_CLIP * ramp[-1] / np.linalg.norm(ramp))
+    assert _trend(z, 0.9)[0] < 0.7
+    assert fired <= 4  # 2 expected at 1%
 
 
 def test_the_harmless_direction_never_fails() -> None:
@@ -317,24 +401,44 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert why.replace("%", "%25") in github.out  # workflow commands escape %
 
 
-def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) -> None:
+def ar1_why(tmp_path: Path, shift: np.ndarray) -> str | None:
+    """The why line evaluate gives a 100-step AR(1) night shifted by `shift`, against 20 past nights."""
     test = load_tree(write_gates(tmp_path)).test(TEST)
     nights = ar1_nights(21, 100, seed=9)
-    tonight = nights[20].copy()
-    tonight[33:41] += 0.3
     steps = list(range(100))
-    selection = Selection(steps, steps, tonight.tolist(), [None] * 100, [None] * 100)
+    selection = Selection(steps, steps, (nights[20] + shift).tolist(), [None] * 100, [None] * 100)
     window = Window.from_runs(steps, nights[:20][::-1].copy())
-
     [result] = evaluate([(test.gates[0], "c", selection)], Baselines({"c": window}), test.policy)
+    return result.why
 
-    assert result.why is not None
-    assert result.why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
+
+def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) -> None:
+    shift = np.zeros(100)
+    shift[33:41] = 0.3
+
+    why = ar1_why(tmp_path, shift)
+
+    assert why is not None
+    assert why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
     assert re.search(
         r"above baseline \(\+\d+\.\d%\), rising at step 33 and falling back after step 40: neighbouring "
         r"steps move together \(correlation 0\.\d\d\), and a clean night's steps jump in and out that far "
         r"with probability 0\.01 \(edge score \d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
-        result.why,
+        why,
+    )
+
+
+def test_a_drift_found_by_the_trend_says_how_the_run_drifted(tmp_path: Path) -> None:
+    why = ar1_why(tmp_path, 0.3 * np.linspace(0.0, 1.0, 100))
+
+    assert why is not None
+    assert why.startswith("100 of 100 steps moved up (all); the steps drift up along the run, ")
+    assert re.search(
+        r"a line through them going from -?\d+\.\d\d at step 0 to \d+\.\d\d at step 99 of their "
+        r"night-to-night scales above baseline \(\+\d+\.\d%\): neighbouring steps move together "
+        r"\(correlation 0\.\d\d\), and a clean night drifts that far with probability 0\.01 \(trend score "
+        r"\d+\.\d\d against \d+\.\d\d; budget rule, 20 past nights\)$",
+        why,
     )
 
 
