@@ -218,7 +218,7 @@ def _price_lines(kind: str, factor: float) -> None:
     def price(a: Any, b: Any, n: int, per_night: float) -> Any:
         return factor * base(a, b, n, per_night)
 
-    changepoints._slope_price = price  # type: ignore[attr-defined]
+    changepoints._slope_price = price
 
 
 def main() -> None:
