@@ -575,7 +575,7 @@ def _drift_share(*options: str) -> float:
     return float(done.stdout.rsplit("no level shift in ", 1)[1].split()[0])
 
 
-def test_the_grid_prices_lines_as_asked_and_only_when_asked() -> None:
+def test_the_grid_prices_lines_as_asked() -> None:
     # The benchmark's trade-off knob reaches the detection's one price of a slope: priced out, no drift
     # is found; at gatecfg's own price (the default) most of them are; MBIC's price with the size's ln n
     # traded for the slope's Fisher information (the Laplace variant) finds them too.
