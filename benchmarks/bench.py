@@ -30,6 +30,7 @@ in the kept `--pg-database`. Not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import dataclasses
 import io
@@ -148,6 +149,10 @@ def main() -> None:
             args.runs, args.gates, args.steps, args.window, args.files, args.regime_runs, args.repeat
         )
     stores = ["sqlite", "postgresql"] if args.stores == "both" else [args.stores]
+    # The measured processes import this checkout's modules byte-compiled, as an installed wheel's are: an
+    # editable install run with PYTHONDONTWRITEBYTECODE compiles every module in every process (0.2 s of
+    # CPU for `gatecfg evaluate`), which no user's CI pays.
+    compileall.compile_dir(REPO / "gatecfg", quiet=1)
     if "postgresql" in stores and not args.pg:
         parser.error("PostgreSQL needs --pg URL or GATECFG_TEST_PG_URL (or pass --stores sqlite)")
     print(
@@ -316,7 +321,7 @@ def _best(repeat: int, work: Callable[[], object]) -> Timing:
 # memory. Neither the rusage wait4 returns nor the process's own ru_maxrss will do: Linux carries the RSS
 # the child had before exec, a copy of this benchmark's, into both.
 MEASURED_CLI = """
-import resource, sys, time
+import os, resource, sys, time
 from gatecfg.cli import main
 code = main(sys.argv[1:])
 try:
@@ -325,7 +330,9 @@ try:
 except OSError:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sys.stderr.write(f"\\ncpu-s {time.process_time()}\\npeak-rss-kb {peak}\\n")
-sys.exit(code)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)  # as gatecfg.cli.run ends: without the interpreter's teardown
 """
 
 
@@ -696,6 +703,12 @@ def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
         timing = _best(max(scale.repeat, 5), evaluate)
         hashes = [spec.coordinate for spec in _specs(small_gates, TEST)]
         bare, _ = _bare_fetch(scratch, hashes, dataclasses.replace(small, repeat=max(scale.repeat, 5)))
+        argv = ["evaluate", "--gates", str(small_gates), "--test", TEST, "--record", str(small_record)]
+        process = min(
+            (_process([*argv, "--db", scratch, "--run-id", "bench-cli"], work) for _ in range(scale.repeat)),
+            key=lambda p: p.cpu,
+        )
+        bare_process = _bare_process(scratch, hashes, small, work)
     sqlite = url.startswith("sqlite")
     ratio = (timing.cpu / bare.cpu) if sqlite else (timing.wall / bare.wall)
     stored = small.runs * values
@@ -705,6 +718,13 @@ def _bench_small(url: str, gates: Path, record: Path, scale: Scale, figures: Fig
         f"{ratio:.2f}x bare fetch ({'CPU' if sqlite else 'wall'}); target <= 3x",
     )
     figures.add("  reference: bare fetch", bare)
+    figures.add(
+        f"`gatecfg evaluate` process at {stored:,} values",
+        process,
+        f"{process.cpu / bare_process.cpu:.1f}x CPU of a plain Python process doing the bare fetch: a CI "
+        "process's fixed costs",
+    )
+    figures.add("  reference: plain Python process, bare fetch", bare_process, "sqlite3 / psycopg only")
 
 
 @contextlib.contextmanager

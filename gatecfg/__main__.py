@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from gatecfg.cli import run
 
-from gatecfg.cli import main
-
-sys.exit(main())
+run()

@@ -226,7 +226,7 @@ def ragged_bands(
     """`band()` of each row's first `sizes[i]` values (none: no reference, no edges): ref, lo and hi as
     arrays, NaN for none, computed in bulk per row length and by `band` where bulk_bands does not."""
     ref, lo, hi = (np.full(len(sizes), np.nan) for _ in range(3))
-    for size in np.unique(sizes).tolist():
+    for size in sorted(set(sizes.tolist())):  # not np.unique, which imports numpy.ma
         if size == 0:
             continue
         rows = np.flatnonzero(sizes == size)

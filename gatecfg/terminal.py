@@ -7,7 +7,8 @@ line every HEARTBEAT_S seconds while a stage runs, so a quick command prints not
 Tables are drawn here rather than by rich: rich measures every cell through its segment machinery, about
 half a millisecond per row and 0.1 s of imports, which made the text report of a small evaluation cost
 more than its store reads. A report's tables are a few dozen rows of plain strings; this draws them in
-rich's SIMPLE_HEAD layout in time proportional to what is shown.
+rich's SIMPLE_HEAD layout in time proportional to what is shown. Widths are display cells, as a terminal
+draws them (`cells`): an East Asian wide character takes two, a combining mark none.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TextIO
@@ -50,14 +52,14 @@ class TextReport:
         SIMPLE_HEAD layout), a blank line before and after."""
         if title is not None:
             self.line(title)
-        widths = [max([len(column), *(len(row[i]) for row in rows)]) for i, column in enumerate(columns)]
+        widths = [max([cells(column), *(cells(row[i]) for row in rows)]) for i, column in enumerate(columns)]
         # Two blanks of edge and padding per line, three between cells. Columns wrap at spaces first (down
         # to their longest word), and only then fold words.
         excess = sum(widths) + 3 * len(widths) + 1 - self.width
         if excess > 0:
             words = [
                 max(
-                    [len(word) for cell in (column, *(row[i] for row in rows)) for word in cell.split()]
+                    [cells(word) for cell in (column, *(row[i] for row in rows)) for word in cell.split()]
                     or [1]
                 )
                 for i, column in enumerate(columns)
@@ -83,14 +85,68 @@ class TextReport:
     def _row(self, cells: Sequence[str], widths: Sequence[int]) -> None:
         folded = [_wrapped(cell, w) for cell, w in zip(cells, widths, strict=True)]
         for k in range(max(len(parts) for parts in folded)):
-            parts = (f"{(p[k] if k < len(p) else ''):<{w}}" for p, w in zip(folded, widths, strict=True))
+            parts = (_padded(p[k] if k < len(p) else "", w) for p, w in zip(folded, widths, strict=True))
             self._lines.append("  " + "   ".join(parts))
 
 
+def cells(text: str) -> int:
+    """The columns `text` takes on a terminal: two for an East Asian wide or full-width character, none for
+    a combining mark, one for anything else (reports escape control characters before they get here)."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_cells(char) for char in text)
+
+
+def _char_cells(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _padded(text: str, width: int) -> str:
+    return text + " " * (width - cells(text))
+
+
 def _wrapped(text: str, at: int) -> list[str]:
-    if len(text) <= at:
+    if cells(text) <= at:
         return [text]
-    return textwrap.wrap(text, at, break_on_hyphens=False) or [""]
+    if text.isascii():
+        return textwrap.wrap(text, at, break_on_hyphens=False) or [""]
+    # textwrap counts characters; wide ones need their cells counted: words packed greedily, a word
+    # wider than the line folded, as textwrap does.
+    lines: list[str] = []
+    line = ""
+    for whole in text.split():
+        word = whole
+        while cells(word) > at:
+            room = at - cells(line) - (1 if line else 0)
+            if room < 1 or (line and room < cells(word[0])):
+                lines.append(line)
+                line = ""
+                continue
+            head = _prefix(word, room)
+            lines.append(f"{line} {head}" if line else head)
+            line, word = "", word[len(head) :]
+        if not line:
+            line = word
+        elif cells(line) + 1 + cells(word) <= at:
+            line = f"{line} {word}"
+        else:
+            lines.append(line)
+            line = word
+    if line:
+        lines.append(line)
+    return lines or [""]
+
+
+def _prefix(word: str, room: int) -> str:
+    """The longest start of `word` that takes at most `room` cells (at least one character)."""
+    used = 0
+    for i, char in enumerate(word):
+        used += _char_cells(char)
+        if used > room:
+            return word[: max(i, 1)]
+    return word
 
 
 Advance = Callable[[int], None]

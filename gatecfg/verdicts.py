@@ -459,8 +459,9 @@ def _statuses(
             )
             codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
     elif gate.constraint is not None:
-        # Steps whose windows hold as many values share a matrix (one, nearly always).
-        for size in np.unique(sizes[open_]).tolist():
+        # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
+        # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.
+        for size in sorted(set(sizes[open_].tolist())):
             if window is None or size > BULK_MAX_WINDOW:
                 continue
             steps = np.flatnonzero(open_ & (sizes == size))

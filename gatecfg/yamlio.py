@@ -9,7 +9,6 @@ still converted by ruamel's safe constructor, so `1_000`, `0x10` and `.inf` mean
 from __future__ import annotations
 
 import functools
-import gc
 import re
 import warnings
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ except ImportError:  # no compiler for the platform: the pure parser does it all
     CParser = None
 
 from gatecfg.errors import InputError, Location, Problem
+from gatecfg.memory import collector_paused
 
 KeyPath = tuple[str | int, ...]
 
@@ -103,13 +103,8 @@ def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     # A large file makes hundreds of thousands of node, mark and value objects, none of them in a cycle;
     # the cyclic garbage collector would walk them all again at every generation-2 pass, which took more
     # than half of the time a 5 MB file loaded in. Paused for the load only.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _load_yaml(raw, path)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _load_yaml(raw: bytes | str, path: str) -> LoadedDoc:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, run_cli, subprocess_env
-from rekey_helpers import make_repo
+from rekey_helpers import GSM8K, gsm8k_record, make_repo, seed_nightlies
 
 # Top-level packages that no light command may import.
 HEAVY = ("numpy", "sqlalchemy", "alembic", "scipy", "ruptures", "matplotlib", "PIL", "psycopg", "rich")
@@ -72,6 +72,37 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     assert "sqlalchemy" in result["heavy"]  # type: ignore[operator]
 
 
+# What evaluating or finding the regimes of a SQLite history may not import: the store is read through
+# sqlite3 (store/direct.py); SQLAlchemy and Alembic are for writes and for the other stores, scipy for
+# nothing these commands do.
+NOT_FOR_READS = {"sqlalchemy", "alembic", "scipy", "matplotlib", "PIL", "psycopg", "rich"}
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "heavy"),
+    [
+        pytest.param("evaluate", "", set(), id="evaluate"),
+        pytest.param("regimes", "", set(), id="regimes"),
+        # The probe sees SQLAlchemy where the store needs it: options in the URL go through its parsing.
+        pytest.param("evaluate", "?timeout=5", {"sqlalchemy"}, id="evaluate-url-with-options"),
+    ],
+)
+def test_reading_a_sqlite_history_imports_no_sqlalchemy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, extra: str, heavy: set[str]
+) -> None:
+    root = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(root)  # the nightlies are written under this repository's gates/
+    db = f"sqlite:///{tmp_path / 'history.db'}"
+    seed_nightlies(root, db)
+    if command == "evaluate":
+        args = ["--record", str(gsm8k_record(root / "tonight.jsonl", 0.61))]
+    else:
+        args = ["--metric", "rollout/raw_reward"]
+    result = probe(root, command, "--test", GSM8K, *args, "--db", db + extra)
+    assert result["code"] == 0
+    assert set(result["heavy"]) & NOT_FOR_READS == heavy  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("args", "command"),
     [
@@ -97,3 +128,40 @@ def test_analytics_command_without_the_extra_names_it(
         f"{command}: error: needs the `analytics` extra, which is not installed (missing: ruptures)",
         "  hint: pip install 'gatecfg[analytics]'",
     ]
+
+
+# `python -m gatecfg ARGS` with an exit handler that says whether the interpreter's teardown ran.
+TEARDOWN_PROBE = """
+import atexit, runpy, sys
+atexit.register(lambda: sys.stderr.write("TEARDOWN RAN"))
+sys.argv = ["gatecfg", *sys.argv[1:]]
+runpy.run_module("gatecfg", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        pytest.param(["resolve", "--format", "json"], 0, id="exit-0"),
+        pytest.param(["resolve", "--gates", "missing", "--format", "json"], 2, id="exit-2"),
+    ],
+)
+def test_the_command_ends_without_the_interpreters_teardown_its_output_whole(
+    tmp_path: Path, args: list[str], code: int
+) -> None:
+    root = make_repo(tmp_path / "repo")
+    done = subprocess.run(
+        [sys.executable, "-c", TEARDOWN_PROBE, *args],
+        cwd=root,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == code
+    assert "TEARDOWN RAN" not in done.stderr
+    if code == 0:
+        assert len(done.stdout) > 8192  # more than a stream buffer: the flush is what brings the rest out
+        assert json.loads(done.stdout)
+    else:
+        assert done.stderr.startswith("missing")

@@ -223,14 +223,16 @@ SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, ma
     ),
 )
 def test_no_credential_of_a_url_survives_masking(secret: str, name: str) -> None:
-    for url in (
-        f"postgresql://user:{secret}@db:5432/history?{name}={secret}&sslmode=require",
-        f"postgresql+psycopg://user@db/history?application_name=ci&{name}={secret}",
-        f"https://ci.example/runs/1?{name}={secret}#t",
-        f"postgresql://user:{secret}@[::1/history",  # does not parse
-        f"postgresql://user:{secret}@db:port/history",
+    for form in (
+        "postgresql://user:{secret}@db:5432/history?{name}={secret}&sslmode=require",
+        "postgresql+psycopg://user@db/history?application_name=ci&{name}={secret}",
+        "https://ci.example/runs/1?{name}={secret}#t",
+        "postgresql://user:{secret}@[::1/history",  # does not parse
+        "postgresql://user:{secret}@db:port/history",
     ):
-        assert secret not in mask_url(url), url
+        url = form.format(secret=secret, name=name)
+        # A secret that is also the URL's own text ("postgres" of "postgresql") may show there, no more.
+        assert mask_url(url).count(secret) <= form.format(secret="", name=name).count(secret), url
 
 
 def test_a_store_error_never_shows_the_password_of_the_url(tmp_path: Path) -> None:

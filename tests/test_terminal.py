@@ -99,6 +99,41 @@ def test_without_a_terminal_the_report_is_drawn_at_a_ci_log_width(
     assert 80 < max(widths) <= terminal.NOT_A_TTY_WIDTH
 
 
+WIDE = ["评估/平均分", "train/grad_norm", "評価/スコア/全体"]  # CJK metric names: two cells a character
+
+
+def test_wide_characters_keep_a_table_column_aligned() -> None:
+    report = terminal.TextReport()
+    report.width = 120
+    report.table(["metric", "status"], [[name, "PASS"] for name in WIDE])
+    # 评估/平均分 takes 11 cells, 評価/スコア/全体 16, as a terminal draws them.
+    assert report.text().splitlines()[1:] == [
+        "  metric             status",
+        " " + "\u2500" * 27,
+        "  评估/平均分        PASS",
+        "  train/grad_norm    PASS",
+        "  評価/スコア/全体   PASS",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("at", "folded"),
+    [
+        # A word wider than the column starts beside the word before it, then folds, as textwrap does.
+        pytest.param(6, ["训练", "评估平", "均分数", "值 評", "価/ス", "コア/", "全体"], id="even"),
+        pytest.param(7, ["训练 评", "估平均", "分数值", "評価/ス", "コア/全", "体"], id="odd"),
+        pytest.param(11, ["训练 评估平", "均分数值 評", "価/スコア/", "全体"], id="wider"),
+    ],
+)
+def test_wide_characters_wrap_within_the_column(at: int, folded: list[str]) -> None:
+    report = terminal.TextReport()
+    report.width = 2 + at + 3 + 4 + 2  # edge, the metric column at `at` cells, gap, "PASS", edge
+    report.table(["m", "PASS"], [["训练 评估平均分数值 " + WIDE[2], "PASS"]])
+    lines = report.text().splitlines()[3:]
+    assert [line[2:].split("   ")[0].rstrip() for line in lines] == folded
+    assert all(len(line) + sum(ord(c) > 0x2E80 for c in line) <= report.width for line in lines)
+
+
 def test_junit_and_github_say_the_status_once(tmp_path: Path, gates: Path, db: str) -> None:
     rec = record(tmp_path / "r.jsonl", 2)
     junit = ET.fromstring(evaluate(gates, rec, db, "--format", "junit").split("\n", 1)[1])

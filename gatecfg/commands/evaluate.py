@@ -23,7 +23,8 @@ from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
-from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
+from gatecfg.store.direct import DirectStore
 from gatecfg.textio import check_writable, write_text
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.write_policy import ci_job, write_refusal
@@ -59,8 +60,9 @@ def run_evaluation(req: Request) -> RunReport:
         for gate in resolved.gates
     ]
     origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
-    # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold.
-    with Store.open(req.db, create=req.write) as store:
+    # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
+    # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
+    with DirectStore.open(req.db, create=req.write) as store:
         baselines = store.baselines(
             [c for _, c, _ in selected],
             window=resolved.policy.window,
@@ -142,7 +144,7 @@ def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
 
 
 def _rekeys(
-    store: Store, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
+    store: DirectStore, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
 ) -> list[RekeyWarning]:
     """Look for other keys only where a gate has no history at all: the cold ones are few."""
     with_history = {r.coordinate for r in results if r.has_history}

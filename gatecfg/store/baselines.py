@@ -3,28 +3,31 @@ runs, read in a few statements however many coordinates a run has."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import accumulate, chain, pairwise
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, cast
 
-import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from gatecfg.store.engine import chunks, driver_rows
+from gatecfg.store.engine import driver_rows
 from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import (
+    Values,
+    WindowRuns,
+    chunk_points,
+    chunked_by_pairs,
+    chunks,
+    max_pairs,
+    short_of_window,
+    trim,
+    walked,
+    window_of,
+)
 from gatecfg.windows import Baselines, Window
-
-Values = dict[int, list[float]]
-# Points one statement reads at most: PostgreSQL sorts them in its default work_mem (4 MB) rather than on
-# disk (800,000 in one statement spilled 23 MB and took 1.1 s), and this process holds few rows at a time.
-ROWS_PER_STATEMENT = 50_000
 
 
 def baselines(
@@ -87,15 +90,7 @@ def _window_values(
 ) -> dict[str, Window]:
     windows, beyond_window, irregular = _newest_runs(conn, hashes, window, baseline, exclude_run_id)
     found = _window_points(conn, windows)
-    # Coordinates that need older runs, grouped by the steps to read there (None: every step).
-    groups: dict[frozenset[int] | None, list[str]] = {}
-    for coordinate in beyond_window:
-        have = found[coordinate]
-        counts = zip(have.steps, have.counts.tolist(), strict=True)
-        short = frozenset(step for step, n in counts if n < window)
-        if coordinate in irregular or short:
-            groups.setdefault(None if coordinate in irregular else short, []).append(coordinate)
-    for steps, group in groups.items():
+    for steps, group in short_of_window(found, beyond_window, irregular, window).items():
         older = _older_values(
             conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
         )
@@ -104,18 +99,18 @@ def _window_values(
             for step, values in older_by_step.items():
                 kept = extended.setdefault(step, [])
                 kept.extend(values[: window - len(kept)])
-            found[coordinate] = _window_of(extended)
+            found[coordinate] = window_of(extended)
     return found
 
 
 # (windows, coordinates with qualifying runs beyond the window, those of them whose older runs hold a set of
 # steps that no run inside the window does, so a step may be missing from the window entirely)
-WindowRuns = tuple[dict[str, "_Window"], list[str], set[str]]
+Walk = tuple[dict[str, WindowRuns], list[str], set[str]]
 
 
 def _newest_runs(
     conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
-) -> WindowRuns:
+) -> Walk:
     """The window's runs: per coordinate, the newest `window` + 1 qualifying runs, walked newest first on
     the index of runs by (series_key, created_at) and stopped there, so the cost does not grow with history
     (at 80M values on PostgreSQL, 2,000 runs per coordinate: 0.012 s against 0.16-0.34 s for ranking them
@@ -148,7 +143,7 @@ def _newest_runs(
     )
     lowest = digests.with_only_columns(sa.func.min(run_coordinates.c.steps_digest)).scalar_subquery()
     highest = digests.with_only_columns(sa.func.max(run_coordinates.c.steps_digest)).scalar_subquery()
-    windows: dict[str, _Window] = {}
+    windows: dict[str, WindowRuns] = {}
     span: dict[str, tuple[str, str]] = {}
     if conn.dialect.name == "postgresql":
         lateral = walk.add_columns(sa.func.row_number().over(order_by=NEWEST_FIRST).label("rn")).lateral()
@@ -168,7 +163,7 @@ def _newest_runs(
         )
         for coordinate, coordinate_pk, run_pk, digest, low, high in conn.execute(query):
             if coordinate not in windows:
-                windows[coordinate] = _Window(coordinate_pk, [])
+                windows[coordinate] = WindowRuns(coordinate_pk, [])
                 span[coordinate] = (low, high)
             windows[coordinate].runs.append((run_pk, digest))
     else:
@@ -189,23 +184,10 @@ def _newest_runs(
         )
         found = cast(Sequence[tuple[str, int, str, str, str]], conn.execute(query).all())
         for coordinate, coordinate_pk, runs_found, low, high in found:
-            walked: list[list[Any]] = sorted(
-                json.loads(runs_found), key=lambda run: (run[2], run[3]), reverse=True
-            )
-            if walked:
-                windows[coordinate] = _Window(
-                    coordinate_pk, [(run_pk, digest) for run_pk, digest, _, _ in walked]
-                )
+            if runs_of := walked(runs_found):
+                windows[coordinate] = WindowRuns(coordinate_pk, runs_of)
                 span[coordinate] = (low, high)
-    beyond_window = [coordinate for coordinate, w in windows.items() if len(w.runs) > window]
-    for coordinate in beyond_window:
-        del windows[coordinate].runs[window:]
-    uncertain = [
-        coordinate
-        for coordinate in beyond_window
-        if {digest for _, digest in windows[coordinate].runs} != set(span[coordinate])
-        or span[coordinate][0] != span[coordinate][1]
-    ]
+    beyond_window, uncertain = trim(windows, span, window)
     if not uncertain:
         return windows, beyond_window, set()
     pk_of = {windows[coordinate].coordinate_pk: coordinate for coordinate in uncertain}
@@ -222,7 +204,7 @@ def _newest_runs(
     return windows, beyond_window, irregular
 
 
-def _other_digests(window_runs: _Window) -> sa.ColumnElement[bool]:
+def _other_digests(window_runs: WindowRuns) -> sa.ColumnElement[bool]:
     """Rows of the coordinate whose digest is none of its window's: the ranges below, between and above
     the window's digests, which the (coordinate_pk, steps_digest) index seeks (nearly always two empty
     ranges around the one digest)."""
@@ -240,102 +222,21 @@ def _run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.Col
     return criteria
 
 
-@dataclass(frozen=True)
-class _Window:
-    coordinate_pk: int
-    runs: list[tuple[int, str]]  # (run_pk, steps_digest) of the window's runs, newest first
-
-
-def _window_points(conn: Connection, windows: Mapping[str, _Window]) -> dict[str, Window]:
-    """Per coordinate, the finite values of its window's runs by step, newest first.
-
-    800,000 baseline values (40 gates x 1,000 steps x window 20) made as many SQLAlchemy Row objects, and
-    grouping them by step cost more than the database did. So the values come as one column straight from
-    the DBAPI cursor, in primary-key order (coordinate, run, step), which the join walks without sorting.
-    A first, small query reads the steps of one run per steps digest: runs with one digest hold finite
-    values at the same steps (Store.write_run writes a run's points and its digest together, and nothing
-    changes them after), so the step lists say which value is which. Where every run of a window has one
-    digest, nearly always, the per-step lists are a transposition.
-    """
-    items = sorted(windows.items(), key=lambda item: item[1].coordinate_pk)
+def _window_points(conn: Connection, windows: Mapping[str, WindowRuns]) -> dict[str, Window]:
+    """Per coordinate, the finite values of its window's runs by step, newest first (`chunk_points`)."""
     found: dict[str, Window] = {}
-    limit = _max_pairs(conn)
-    chunk: list[tuple[str, _Window]] = []
-    pairs = 0
-    for coordinate, window_runs in items:
-        if chunk and pairs + len(window_runs.runs) > limit:
-            found.update(_chunk_points(conn, chunk))
-            chunk, pairs = [], 0
-        chunk.append((coordinate, window_runs))
-        pairs += len(window_runs.runs)
-    if chunk:
-        found.update(_chunk_points(conn, chunk))
+    for chunk in chunked_by_pairs(windows, max_pairs(conn.dialect.name)):
+        read = chunk_points(lambda steps, pairs: _points_rows(conn, STEPS if steps else VALUES, pairs), chunk)
+        # None: points that no digest accounts for (written by something other than gatecfg): by step.
+        found.update(_chunk_points_by_step(conn, chunk) if read is None else read)
     return found
 
 
-def _chunk_points(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Window]:
-    digest_of = {(w.coordinate_pk, run_pk): digest for _, w in chunk for run_pk, digest in w.runs}
-    representative: dict[tuple[int, str], tuple[int, int]] = {}
-    for pair, digest in digest_of.items():
-        representative.setdefault((pair[0], digest), pair)
-    steps_by_run: dict[tuple[int, int], list[int]] = {}
-    for coordinate_pk, run_pk, step in _points_rows(
-        conn,
-        (metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
-        representative.values(),
-    ):
-        steps_by_run.setdefault((coordinate_pk, run_pk), []).append(step)
-    steps_of = {key: steps_by_run.get(pair, []) for key, pair in representative.items()}
-    pairs = sorted(digest_of)
-    lengths = [len(steps_of[(pair[0], digest_of[pair])]) for pair in pairs]
-    parts = [
-        np.fromiter(chain.from_iterable(_points_rows(conn, (metric_points.c.value,), part)), np.float64)
-        for part in _by_rows(pairs, lengths)
-    ]
-    values = np.concatenate(parts) if parts else np.empty(0)
-    if len(values) != sum(lengths):
-        # Points that no digest accounts for (written by something other than gatecfg): read by step.
-        return _chunk_points_by_step(conn, chunk)
-    start_of = dict(zip(pairs, accumulate(lengths, initial=0), strict=False))
-    found: dict[str, Window] = {}
-    for coordinate, w in chunk:
-        digests = {digest for _, digest in w.runs}
-        if len(digests) == 1:
-            # One digest: the window's runs hold values at the same steps, and their pairs are adjacent
-            # in `pairs`, in run_pk order. A matrix of runs x steps, its rows put newest first.
-            steps = steps_of[(w.coordinate_pk, digests.pop())]
-            first = min(start_of[(w.coordinate_pk, run_pk)] for run_pk, _ in w.runs)
-            block = values[first : first + len(w.runs) * len(steps)].reshape(len(w.runs), len(steps))
-            rank = {run_pk: i for i, run_pk in enumerate(sorted(run_pk for run_pk, _ in w.runs))}
-            found[coordinate] = Window.from_runs(steps, block[[rank[run_pk] for run_pk, _ in w.runs]])
-            continue
-        by_step: Values = {}
-        for run_pk, digest in w.runs:
-            steps = steps_of[(w.coordinate_pk, digest)]
-            start = start_of[(w.coordinate_pk, run_pk)]
-            for step, value in zip(steps, values[start : start + len(steps)].tolist(), strict=True):
-                by_step.setdefault(step, []).append(value)
-        found[coordinate] = _window_of(by_step)
-    return found
+STEPS = (metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step)
+VALUES = (metric_points.c.value,)
 
 
-def _window_of(by_step: Mapping[int, Sequence[float]]) -> Window:
-    return Window.from_lists(by_step) or Window.from_runs([], np.empty((0, 0)))
-
-
-def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[Sequence[tuple[int, int]]]:
-    """Consecutive runs of `pairs` that hold at most ROWS_PER_STATEMENT points between them (or one pair)."""
-    start, total = 0, 0
-    for end, count in enumerate(rows):
-        if total and total + count > ROWS_PER_STATEMENT:
-            yield pairs[start:end]
-            start, total = end, 0
-        total += count
-    if start < len(pairs):
-        yield pairs[start:]
-
-
-def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]) -> dict[str, Window]:
+def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, WindowRuns]]) -> dict[str, Window]:
     rank = {(w.coordinate_pk, run_pk): rn for _, w in chunk for rn, (run_pk, _) in enumerate(w.runs)}
     columns = (
         metric_points.c.coordinate_pk,
@@ -347,7 +248,7 @@ def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, _Window]]
     by_pk: dict[int, Values] = {}
     for coordinate_pk, _, step, value in rows:
         by_pk.setdefault(coordinate_pk, {}).setdefault(step, []).append(value)
-    return {coordinate: _window_of(by_pk.get(w.coordinate_pk, {})) for coordinate, w in chunk}
+    return {coordinate: window_of(by_pk.get(w.coordinate_pk, {})) for coordinate, w in chunk}
 
 
 def _points_rows(
@@ -404,13 +305,6 @@ def _points_rows(
         .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
     )
     return driver_rows(conn, statement)
-
-
-def _max_pairs(conn: Connection) -> int:
-    """Pairs per statement, two parameters each: SQLite before 3.32 allows 999 parameters, later 32,766."""
-    if conn.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 32, 0):
-        return 400
-    return 10_000
 
 
 def _older_values(

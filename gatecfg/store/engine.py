@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from gatecfg.errors import InputError, StoreError
 from gatecfg.escape import mask_url
+from gatecfg.store.direct import SQLITE_BUSY_TIMEOUT_S
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
 CONNECT_HINT = "is the database server up and the URL right? check --db / GATECFG_DB_URL"
@@ -29,21 +30,15 @@ WRITE = "gatecfg_write"
 
 # How long a connection waits for another writer's lock before the command fails (exit 3). A SQLite URL's
 # own `?timeout=SECONDS`, which the driver applies, wins: a CI job may rather fail fast than queue.
-SQLITE_BUSY_TIMEOUT = "PRAGMA busy_timeout = 30000"
+SQLITE_BUSY_TIMEOUT = f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000:.0f}"
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = NORMAL",
 )
 
-# Well under SQLite's bound-parameter limit (32,766 since 3.32, 999 before) for IN lists.
-IN_CHUNK = 500
-
 # A host that does not answer would otherwise hold the CI job for the OS TCP timeout (minutes).
 PG_CONNECT_TIMEOUT_S = 10
-
-
-T = TypeVar("T")
 
 
 def parse_url(raw: str) -> URL:
@@ -161,11 +156,6 @@ def _reason(exc: BaseException) -> str:
     cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
     return lines[0] if lines else type(cause).__name__
-
-
-def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def driver_rows(conn: Connection, statement: sa.Select[Any]) -> Sequence[Any]:

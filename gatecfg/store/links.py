@@ -18,10 +18,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from gatecfg.store.baselines import beyond_window, points_of
-from gatecfg.store.engine import chunks
 from gatecfg.store.reads import NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import chunks
 
 ACTIVE = carries.c.undone_at.is_(None)
 # Each target brings itself and its sources as bound literals; a few hundred keep the statement small.

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from gatecfg.store.engine import IN_CHUNK, chunks, driver_rows
+from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     STATUSES,
     Baseline,
@@ -23,11 +22,11 @@ from gatecfg.store.rows import (
     HistoryRow,
     RunInfo,
     RunRow,
-    Status,
-    StoredPoint,
     ValueColumns,
+    history_row,
 )
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import IN_CHUNK, chunks
 
 # Effective trust: an explicit trust/untrust wins over the verdict the run got when it was written.
 TRUSTED = sa.func.coalesce(runs.c.trust_override, runs.c.gate_trusted)
@@ -246,42 +245,7 @@ def history(
         query = query.where(coordinates.c.series_key == series_key)
         keys = keys.where(coordinates.c.series_key == series_key)
     spec = {row.pk: spec_of(row) for row in conn.execute(keys)}
-    return [
-        HistoryRow(
-            run_id=run_id,
-            commit=commit,
-            branch=branch,
-            created_at=created_at,
-            # Effective trust: an explicit trust/untrust wins over the verdict when written.
-            trusted=bool(gate_trusted if trust_override is None else trust_override),
-            gate_trusted=gate_trusted,
-            trust_override=trust_override,
-            coordinate=spec[coordinate_pk],
-            point=StoredPoint(
-                step=point_step,
-                value=math.nan if value is None else value,
-                status=cast(Status, status),
-                ref=ref,
-                lo=lo,
-                hi=hi,
-            ),
-        )
-        for (
-            coordinate_pk,
-            point_step,
-            value,
-            status,
-            ref,
-            lo,
-            hi,
-            run_id,
-            commit,
-            branch,
-            created_at,
-            gate_trusted,
-            trust_override,
-        ) in conn.execute(query)
-    ]
+    return [history_row(row, spec[row[0]], row[10]) for row in conn.execute(query)]
 
 
 def run_rows(conn: Connection, *, test: str | None) -> list[RunRow]:

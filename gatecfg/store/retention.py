@@ -25,10 +25,10 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gatecfg.store.engine import chunks
 from gatecfg.store.reads import FINITE, NEWEST_FIRST, TRUSTED, spec_of
 from gatecfg.store.rows import CoordinateSpec
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import chunks
 
 
 @dataclass(frozen=True)

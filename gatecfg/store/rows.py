@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -168,3 +169,29 @@ class HistoryRow:
     trust_override: bool | None
     coordinate: CoordinateSpec
     point: StoredPoint
+
+
+def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: datetime) -> HistoryRow:
+    """A `Store.history` row from the columns both readers select (point: step, value, status, ref, lo,
+    hi; run: run_id, commit, branch, created_at, gate_trusted, trust_override, after the coordinate's pk),
+    with the run's time as the reader decoded it."""
+    _, step, value, status, ref, lo, hi, run_id, commit, branch, _, gate_trusted, trust_override = columns
+    return HistoryRow(
+        run_id=run_id,
+        commit=commit,
+        branch=branch,
+        created_at=created_at,
+        # Effective trust: an explicit trust/untrust wins over the verdict when written.
+        trusted=bool(gate_trusted if trust_override is None else trust_override),
+        gate_trusted=bool(gate_trusted),
+        trust_override=None if trust_override is None else bool(trust_override),
+        coordinate=coordinate,
+        point=StoredPoint(
+            step=step,
+            value=math.nan if value is None else value,
+            status=cast(Status, status),
+            ref=ref,
+            lo=lo,
+            hi=hi,
+        ),
+    )

@@ -16,6 +16,7 @@ from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
 from gatecfg.store import baselines, inventory, links, reads, retention, writes
+from gatecfg.store.direct import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -42,11 +43,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-# The newest migration in MIGRATIONS (a test holds the two together) and the table Alembic records it in.
-SCHEMA_REVISION = "0004"
-VERSION_TABLE = "alembic_version"
 MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist')
-STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # Serialises concurrent `db upgrade`s on one PostgreSQL database (any constant shared by all gatecfgs).
 PG_UPGRADE_LOCK = 0x6761746563666701
 

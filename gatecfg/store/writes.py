@@ -16,10 +16,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from gatecfg.errors import StoreError
-from gatecfg.store.engine import chunks
 from gatecfg.store.reads import spec_of
 from gatecfg.store.rows import STATUSES, CoordinateSpec, PointColumns, RunInfo, StoredPoint
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.windowing import chunks
 
 # Points per bulk statement: an import's runs go to the store in batches of about this many values, so its
 # memory stays bounded whatever the export's size (all of them in the one transaction of the import).
