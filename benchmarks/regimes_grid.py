@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -198,6 +199,28 @@ def runtime() -> None:
         print(f"runtime over 10,000 nights ({name}): best of 3 {min(times):.3f} s of CPU")
 
 
+def _price_lines(kind: str, factor: float) -> None:
+    """Replace what gatecfg charges for a line's slope (the grid's trade-off between lines and steps)."""
+    from gatecfg.analysis import changepoints
+
+    mbic = changepoints._slope_price
+
+    def laplace(a: Any, b: Any, n: int, per_night: float) -> Any:
+        # MBIC's 3 ln N per change is 2 ln N for its place and ln N for its size (BIC's). Here the size,
+        # the slope, is priced by its Fisher information instead, l^3/12 nights^3 for l nights, over the
+        # prior's: a unit-information prior, one night's share of the stretch's information (n^3/12 / n).
+        length = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+        information = n * (length**3 - length) / (float(n) ** 3 - n)
+        return 2 * per_night / 3 + np.log1p(information)
+
+    base = laplace if kind == "laplace" else mbic
+
+    def price(a: Any, b: Any, n: int, per_night: float) -> Any:
+        return factor * base(a, b, n, per_night)
+
+    changepoints._slope_price = price
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -216,7 +239,22 @@ def main() -> None:
         help="regime lengths of the level and spread grids vary by this fraction (default 0.3)",
     )
     parser.add_argument("--only", choices=["level", "drift", "spread", "noise", "localisation", "runtime"])
+    parser.add_argument(
+        "--line-price",
+        choices=["mbic", "laplace"],
+        default="mbic",
+        help="benchmark only: what a line's slope costs (mbic: gatecfg's; laplace: the variant in "
+        "docs/analytics.md, a Laplace term with a unit-information prior in place of MBIC's ln n)",
+    )
+    parser.add_argument(
+        "--line-factor",
+        type=float,
+        default=1.0,
+        help="benchmark only: multiply the line's price by this (the trade-off table in docs/analytics.md)",
+    )
     args = parser.parse_args()
+    if (args.line_price, args.line_factor) != ("mbic", 1.0):
+        _price_lines(args.line_price, args.line_factor)
     tables = {
         "level": lambda: level_table(args.reps, args.seeds, args.jitter),
         "drift": lambda: drift_table(max(1, args.reps // 2), args.seeds),

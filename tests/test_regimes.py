@@ -562,3 +562,23 @@ def test_the_public_ruptures_class_finds_what_the_c_search_finds(monkeypatch: py
     direct = detect(series)
     monkeypatch.setattr(changepoints, "_ekcpd_pelt_l2", lambda: changepoints._public_pelt)
     assert detect(series) == direct
+
+
+def _drift_share(*options: str) -> float:
+    grid = Path(__file__).resolve().parent.parent / "benchmarks" / "regimes_grid.py"
+    done = subprocess.run(
+        [sys.executable, str(grid), "--only", "drift", "--reps", "2", *options],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.rsplit("no level shift in ", 1)[1].split()[0])
+
+
+def test_the_grid_prices_lines_as_asked() -> None:
+    # The benchmark's trade-off knob reaches the detection's one price of a slope: priced out, no drift
+    # is found; at gatecfg's own price (the default) most of them are; MBIC's price with the size's ln n
+    # traded for the slope's Fisher information (the Laplace variant) finds them too.
+    assert _drift_share() >= 0.8
+    assert _drift_share("--line-factor", "1000") == 0.0
+    assert _drift_share("--line-price", "laplace") >= 0.8

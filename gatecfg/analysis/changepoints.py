@@ -448,7 +448,7 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
     def cost(a: Any, b: Any) -> tuple[Any, Any]:
         """A segment's cost (sum of squares in sigma^2 units, a line's slope priced like a change)."""
         level = sums.level_sse(a, b)
-        line = sums.line(a, b)[0] + per_night
+        line = sums.line(a, b)[0] + _slope_price(a, b, y.size, per_night)
         line = np.where(no_line[b] > no_line[a], np.inf, line)
         return np.minimum(level, line), line < level
 
@@ -460,7 +460,8 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         sse, turns = sums.turning(a, b)
         k = int(np.argmin(sse))
         likely = turns[sse - sse[k] <= LOCATION_LR_95]
-        return float(sse[k]) + per_night, int(turns[k]), (int(likely.min()), int(likely.max()))
+        price = float(_slope_price(a, b, y.size, per_night))
+        return float(sse[k]) + price, int(turns[k]), (int(likely.min()), int(likely.max()))
 
     def unit(a: Any, b: int) -> Any:
         """The cost of the nights from each of `a` to `b` as a level, a line or a level that turns."""
@@ -522,6 +523,13 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         tuple(slopes),
         tuple((start + lo, start + hi) for lo, hi in intervals),
     )
+
+
+def _slope_price(a: Any, b: Any, n: int, per_night: float) -> Any:
+    """What a line's slope on the nights `a:b` of a stretch of `n` costs, in units of the noise variance:
+    MBIC's price of a change, whatever the segment's length (step 5). One function, so that the
+    validation grid can measure other prices (`benchmarks/regimes_grid.py --line-price`)."""
+    return np.full(np.broadcast(a, b).shape, per_night)
 
 
 Cost = Callable[[Any, Any], tuple[Any, Any]]
