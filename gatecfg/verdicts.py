@@ -32,6 +32,8 @@ from gatecfg.windows import Baselines, Counts, Window
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
 # Reports list the statuses a reader must act on first.
 STATUS_ORDER: Mapping[str, int] = {"error": 0, "fail": 1, "cold": 2, "pass": 3, "tracked": 4}
+# ref, lo and hi of every step (NaN: none).
+Bands = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,10 @@ class GateVerdicts(Sequence[Verdict]):
         window: Window | None,
         policy: Policy,
         enforced: bool,
+        keep_bands: bool = False,
     ) -> None:
+        """`keep_bands`: the caller stores the steps (`stored_columns`), so every step's band is computed
+        up front, exactly, and the statuses are read off it instead of a second, rounded pass."""
         self.gate = gate
         self.coordinate = coordinate
         self.selection = selection
@@ -219,7 +224,12 @@ class GateVerdicts(Sequence[Verdict]):
         if window is not None:
             known = self._rows >= 0
             self._sizes[known] = window.counts[self._rows[known]]
-        statuses, self.ruled = _statuses(gate, selection, window, policy, rows=self._rows, sizes=self._sizes)
+        budget = gate.constraint is not None and gate.constraint.budget is not None
+        # A budget rule's bands come from its decision, step by step (see `_bulk_bands`).
+        self._edges = self._window_bands() if keep_bands and not budget else None
+        statuses, self.ruled = _statuses(
+            gate, selection, window, policy, rows=self._rows, sizes=self._sizes, bands=self._edges
+        )
         self.statuses: tuple[Status, ...] = tuple(statuses)
         self.counts: Counter[Status] = Counter(self.statuses)
         self.failing = self.counts["fail"]
@@ -302,7 +312,7 @@ class GateVerdicts(Sequence[Verdict]):
             his=column(_nullable(hi)),
         )
 
-    def _bulk_bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _bulk_bands(self) -> Bands:
         """Every step's band as ref, lo and hi arrays (NaN: none), computed in bulk (a budget rule's bands
         come from the rule, step by step)."""
         if self.ruled is not None:
@@ -311,8 +321,12 @@ class GateVerdicts(Sequence[Verdict]):
                 np.array([np.nan if x is None else x for x in column], np.float64)
                 for column in ([b.ref for b in bands], [b.lo for b in bands], [b.hi for b in bands])
             )
+        return self._edges if self._edges is not None else self._window_bands()
+
+    def _window_bands(self) -> Bands:
+        """Every step's band of its window as ref, lo and hi arrays (NaN: none), computed in bulk."""
         if self.window is None:
-            return tuple(np.full(len(self), np.nan) for _ in range(3))  # type: ignore[return-value]
+            return tuple(np.full(len(self.selection), np.nan) for _ in range(3))  # type: ignore[return-value]
         matrix = self.window.values[np.maximum(self._rows, 0)]
         return ragged_bands(self.gate.constraint, matrix, self._sizes, self.policy.reference)
 
@@ -419,9 +433,11 @@ def _statuses(
     *,
     rows: Counts,
     sizes: Counts,
+    bands: Bands | None = None,
 ) -> tuple[list[Status], Ruled | None]:
     """Every step's status, exactly as `judge` decides it, with the band arithmetic done in arrays; and
-    for a budget gate, the rule's decision over all its judged steps."""
+    for a budget gate, the rule's decision over all its judged steps. Given every step's exact `bands`
+    (ref, lo, hi; `band()` bit for bit), a step's status is read off its edges, as `judge` reads it."""
     values = selection.numbers()
     codes = np.full(len(selection), _CLOSE, np.int8)
     # A selected value is finite or an error, so NaN marks the errors.
@@ -458,6 +474,13 @@ def _statuses(
                 sizes=sizes,
             )
             codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
+    elif gate.constraint is not None and bands is not None:
+        _, lo, hi = bands
+        judged = np.flatnonzero(open_)
+        value, low, high = values[judged], lo[judged], hi[judged]
+        # Band.contains: an open side (None, here NaN) holds everything.
+        inside = (np.isnan(low) | (low <= value)) & (np.isnan(high) | (value <= high))
+        codes[judged] = np.where(inside, _CODE["pass"], _CODE["fail"])
     elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
         # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.

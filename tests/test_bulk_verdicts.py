@@ -48,11 +48,33 @@ def _judged(gate: ResolvedGate, values: list[float | None], windows: dict[int, l
     return result, expected
 
 
+def _kept(result: GateVerdicts) -> GateVerdicts:
+    """The same steps judged as an import judges them: every band computed first, the statuses read off it."""
+    return GateVerdicts(
+        gate=result.gate,
+        coordinate=result.coordinate,
+        selection=result.selection,
+        window=result.window,
+        policy=result.policy,
+        enforced=result.enforced,
+        keep_bands=True,
+    )
+
+
 def _assert_same(result: GateVerdicts, expected: list) -> None:
     assert list(result.statuses) == [v.status for v in expected]
     # Built one by one, each verdict carries judge's band and reason (and checks the bulk status again).
     for built, want in zip(result, expected, strict=True):
         assert (built.band, built.reason, built.value) == (want.band, want.reason, want.value)
+    kept = _kept(result)
+    assert list(kept.statuses) == [v.status for v in expected]
+    assert kept.stored_columns() == result.stored_columns()
+    stored = [v for v in expected if v.value is not None]
+    assert (kept.stored_columns().refs, kept.stored_columns().los, kept.stored_columns().his) == (
+        [v.band.ref for v in stored],
+        [v.band.lo for v in stored],
+        [v.band.hi for v in stored],
+    )
 
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)

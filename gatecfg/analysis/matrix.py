@@ -188,9 +188,12 @@ class GateMatrix:
         found[index < 0] = np.nan
         return found, np.minimum(counts, width)
 
-    def verdicts(self, qualifies: BoolArray, policy: Policy, runs: IntArray) -> tuple[GateVerdicts, IntArray]:
+    def verdicts(
+        self, qualifies: BoolArray, policy: Policy, runs: IntArray, *, keep_bands: bool = False
+    ) -> tuple[GateVerdicts, IntArray]:
         """`runs` (row indices) judged as one GateVerdicts over their (run, step) cells, in run then step
-        order, and each cell's row index. Not for a budget gate (see `night`)."""
+        order, and each cell's row index (`keep_bands`: as GateVerdicts'). Not for a budget gate (see
+        `night`)."""
         if self.gate.constraint is not None and self.gate.constraint.budget is not None:
             raise ValueError(f"{self.gate.metric}: a budget gate judges each night's steps together")
         found, sizes = self.windows(qualifies, policy.window, runs)
@@ -202,7 +205,13 @@ class GateMatrix:
         # Rows of no value stay in: `GateVerdicts` reads a size of 0 as no history, as for a run alone.
         window = Window(tuple(steps), np.ascontiguousarray(found[cells]), sizes[cells])
         judged = GateVerdicts(
-            gate=self.gate, coordinate="", selection=selection, window=window, policy=policy, enforced=False
+            gate=self.gate,
+            coordinate="",
+            selection=selection,
+            window=window,
+            policy=policy,
+            enforced=False,
+            keep_bands=keep_bands,
         )
         return judged, runs[row]
 
@@ -239,7 +248,7 @@ def stored_columns(
         ]
     if not len(runs):
         return []
-    judged, rows = matrix.verdicts(qualifies, policy, runs)
+    judged, rows = matrix.verdicts(qualifies, policy, runs, keep_bands=True)
     columns = judged.stored_columns()  # only the cells that hold a value, in run then step order
     held = rows[~np.isnan(judged.selection.numbers())]
     bounds = [*np.searchsorted(held, runs, side="left").tolist(), len(held)]
