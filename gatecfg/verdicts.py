@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -227,20 +228,26 @@ class GateVerdicts(Sequence[Verdict]):
         budget = gate.constraint is not None and gate.constraint.budget is not None
         # A budget rule's bands come from its decision, step by step (see `_bulk_bands`).
         self._edges = self._window_bands() if keep_bands and not budget else None
-        statuses, self.ruled = _statuses(
+        # Each step's status as its index in STATUSES: a backtest judges millions of cells and counts them.
+        self.codes, self.ruled = _statuses(
             gate, selection, window, policy, rows=self._rows, sizes=self._sizes, bands=self._edges
         )
-        self.statuses: tuple[Status, ...] = tuple(statuses)
-        self.counts: Counter[Status] = Counter(self.statuses)
+        tally = np.bincount(self.codes, minlength=len(STATUSES)).tolist()
+        self.counts: Counter[Status] = Counter({STATUSES[c]: n for c, n in enumerate(tally) if n})
         self.failing = self.counts["fail"]
         self.judged = self.failing + self.counts["pass"]
         self.allowed = allowed_failures(gate.tolerate, judged=self.judged)
         self.tolerated = tolerates(gate, failing=self.failing, judged=self.judged)
-        self._verdicts: list[Verdict | None] = [None] * len(self.statuses)
-        self._bands: list[Band | None] = [None] * len(self.statuses)  # a nightly stores them, then reports
+        self._verdicts: list[Verdict | None] = [None] * len(self.codes)
+        self._bands: list[Band | None] = [None] * len(self.codes)  # a nightly stores them, then reports
+
+    @functools.cached_property
+    def statuses(self) -> tuple[Status, ...]:
+        """Each step's status, in step order."""
+        return tuple(_STATUS_OBJECTS[self.codes].tolist())
 
     def __len__(self) -> int:
-        return len(self.statuses)
+        return len(self.codes)
 
     @overload
     def __getitem__(self, index: int) -> Verdict: ...
@@ -298,7 +305,7 @@ class GateVerdicts(Sequence[Verdict]):
         ref, lo, hi = self._bulk_bands()
         kept = ~np.isnan(self.selection.numbers())
         everything = bool(kept.all())
-        statuses = np.array(self.statuses, dtype=object)
+        statuses = _STATUS_OBJECTS[self.codes]
 
         def column(values: np.ndarray) -> list[Any]:
             return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
@@ -434,8 +441,8 @@ def _statuses(
     rows: Counts,
     sizes: Counts,
     bands: Bands | None = None,
-) -> tuple[list[Status], Ruled | None]:
-    """Every step's status, exactly as `judge` decides it, with the band arithmetic done in arrays; and
+) -> tuple[np.ndarray, Ruled | None]:
+    """Every step's status (its index in STATUSES), exactly as `judge` decides it, with the band arithmetic done in arrays; and
     for a budget gate, the rule's decision over all its judged steps. Given every step's exact `bands`
     (ref, lo, hi; `band()` bit for bit), a step's status is read off its edges, as `judge` reads it."""
     values = selection.numbers()
@@ -484,17 +491,21 @@ def _statuses(
     elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
         # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.
-        for size in sorted(set(sizes[open_].tolist())):
+        judged = sizes[open_]
+        lengths = [int(judged[0])] if len(judged) and judged.min() == judged.max() else set(judged.tolist())
+        for size in sorted(lengths):
             if window is None or size > BULK_MAX_WINDOW:
                 continue
             steps = np.flatnonzero(open_ & (sizes == size))
-            matrix = window.values[rows[steps], :size]
+            if len(steps) == len(rows) and window.values.shape[0] == len(rows) and (rows == steps).all():
+                matrix = window.values[:, :size]  # every step, each its own row (nearly always): no copy
+            else:
+                matrix = window.values[rows[steps], :size]
             codes[steps] = _band_statuses(gate.constraint, values[steps], matrix, policy.reference)
-    statuses: list[Status] = _STATUS_OBJECTS[codes].tolist()  # a close call's entry is replaced below
     for i in np.flatnonzero(codes == _CLOSE).tolist():
         history = [] if window is None else window.values[rows[i], : sizes[i]].tolist()
-        statuses[i] = judge(gate, "", selection[i], history, policy, enforce=False).status
-    return statuses, ruled
+        codes[i] = _CODE[judge(gate, "", selection[i], history, policy, enforce=False).status]
+    return codes, ruled
 
 
 @dataclass(frozen=True)
@@ -643,7 +654,8 @@ def _band_statuses(
             abs(x or 0.0)
             for x in (constraint.rel_up, constraint.rel_down, constraint.sigma_up, constraint.sigma_down)
         )
-        scale = np.abs(window).max(axis=1) * factor + np.abs(values)
+        # The largest magnitude of each row, without an array of magnitudes.
+        scale = np.maximum(window.max(axis=1), -window.min(axis=1)) * factor + np.abs(values)
         inside = np.ones(len(values), dtype=bool)
         outside = np.zeros(len(values), dtype=bool)
         if up is not None:

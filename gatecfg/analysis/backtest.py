@@ -482,12 +482,11 @@ def _blocked(
         part = runs[start : start + block]
         judged, rows = matrix.verdicts(qualifies, policy, part)
         at = np.searchsorted(part, rows)  # each cell's run, as its index in `part`
-        statuses = np.array(judged.statuses, dtype=object)
         count = {
-            status: np.bincount(at, weights=statuses == status, minlength=len(part)).astype(np.int64)
+            status: np.bincount(at[judged.codes == STATUSES.index(status)], minlength=len(part))
             for status in ("fail", "pass", "error")
         }
-        for k in np.unique(at).tolist():
+        for k in np.flatnonzero(np.bincount(at, minlength=len(part))).tolist():
             failing = int(count["fail"][k])
             tolerated = tolerates(gate, failing=failing, judged=failing + int(count["pass"][k]))
             blocked[start + k] = count["error"][k] > 0 or (failing > 0 and not tolerated)
