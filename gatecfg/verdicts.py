@@ -310,13 +310,16 @@ class GateVerdicts(Sequence[Verdict]):
         def column(values: np.ndarray) -> list[Any]:
             return (values if everything else values[kept]).tolist()  # type: ignore[no-any-return]
 
+        def nullable(values: np.ndarray) -> list[float | None]:
+            return _nullable(values if everything else values[kept])
+
         return PointColumns(
             steps=column(np.asarray(self.selection.steps, np.int64)),
             values=column(self.selection.numbers()),
             statuses=column(statuses),
-            refs=column(_nullable(ref)),
-            los=column(_nullable(lo)),
-            his=column(_nullable(hi)),
+            refs=nullable(ref),
+            los=nullable(lo),
+            his=nullable(hi),
         )
 
     def _bulk_bands(self) -> Bands:
@@ -339,7 +342,7 @@ class GateVerdicts(Sequence[Verdict]):
 
     def refs(self) -> list[float | None]:
         """Every step's reference (None without history), computed in bulk."""
-        return _nullable(self._bulk_bands()[0]).tolist()  # type: ignore[no-any-return]
+        return _nullable(self._bulk_bands()[0])
 
     @property
     def has_history(self) -> bool:
@@ -407,11 +410,16 @@ class GateVerdicts(Sequence[Verdict]):
         return text
 
 
-def _nullable(values: np.ndarray) -> np.ndarray:
+def _nullable(values: np.ndarray) -> list[float | None]:
     """Floats as Python objects, None where NaN (the store's and the report's "none")."""
+    missing = np.isnan(values)
+    if not missing.any():  # a warm history's refs and edges: floats made at C speed
+        return values.tolist()  # type: ignore[no-any-return]
+    if missing.all():  # an open side
+        return [None] * len(values)
     found = values.astype(object)
-    found[np.isnan(values)] = None
-    return found
+    found[missing] = None
+    return found.tolist()  # type: ignore[no-any-return]
 
 
 def trusted(results: Sequence[GateVerdicts]) -> bool:

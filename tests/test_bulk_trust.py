@@ -276,6 +276,34 @@ def test_a_gates_matrix_made_from_stored_columns_is_the_one_made_from_their_sele
             assert repr(made.values[made.present].tolist()) == repr(want.values[want.present].tolist())
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), width=st.integers(1, 6), regular=st.booleans())
+def test_a_gates_tail_holds_each_steps_newest_pooled_values_oldest_first(
+    test_gates: ResolvedTest, seed: int, width: int, regular: bool
+) -> None:
+    # Runs that pool every step or none (taken whole), or a few cells missing or NaN (per step).
+    rng = np.random.default_rng(seed)
+    runs, steps = int(rng.integers(0, 9)), 4
+    values = rng.normal(1.0, 0.1, (runs, steps))
+    present = np.ones((runs, steps), bool)
+    if not regular:
+        present &= rng.random((runs, steps)) > 0.2
+        values[rng.random((runs, steps)) < 0.1] = np.nan
+    qualifies = rng.random(runs) > 0.3
+    matrix = GateMatrix(test_gates.gates[0], np.arange(steps, dtype=np.int64), values, present)
+    tail = matrix.tail(qualifies, width)
+    assert tail.values.shape == (width, steps)
+    for j in range(steps):
+        pooled = [
+            float(values[r, j])
+            for r in range(runs)
+            if qualifies[r] and present[r, j] and not np.isnan(values[r, j])
+        ]
+        want = [np.nan] * (width - len(pooled[-width:])) + pooled[-width:]
+        assert repr(tail.values[:, j].tolist()) == repr(want)
+        assert tail.present[:, j].tolist() == [not np.isnan(v) for v in want]
+
+
 FAILING = ("fail", "error")
 
 

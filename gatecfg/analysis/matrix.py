@@ -154,6 +154,12 @@ class GateMatrix:
         """What a run after these can still meet: per step, the newest `width` values that join baselines,
         oldest first, as `width` rows that all qualify (a step with fewer leaves the top rows empty)."""
         pooled = self.present & ~np.isnan(self.values) & qualifies[:, None]
+        whole = pooled.all(axis=1)
+        if (whole | ~pooled.any(axis=1)).all():  # nearly always: a run pools all its steps or none
+            kept = self.values[np.flatnonzero(whole)[-width:]] if width else self.values[:0]
+            last = np.full((width, len(self.steps)), np.nan)
+            last[width - len(kept) :] = kept
+            return GateMatrix(self.gate, self.steps, last, ~np.isnan(last))
         order = np.argsort(~pooled, axis=0, kind="stable")
         packed = np.take_along_axis(self.values, order, axis=0)
         total = pooled.sum(axis=0)
