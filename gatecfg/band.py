@@ -230,7 +230,10 @@ def ragged_bands(
         if size == 0:
             continue
         rows = np.flatnonzero(sizes == size)
-        found = bulk_bands(constraint, windows[rows, :size], how)
+        # Every row as long (nearly always): a view, not a copy of the whole matrix.
+        found = bulk_bands(
+            constraint, windows[:, :size] if len(rows) == len(sizes) else windows[rows, :size], how
+        )
         if found is not None:
             ref[rows], lo[rows], hi[rows] = found
             continue

@@ -211,7 +211,9 @@ class GateVerdicts(Sequence[Verdict]):
         self.policy = policy
         self.enforced = enforced
         # Per step: its row in the window (-1: no baseline values) and how many values that row holds.
-        if window is not None and window.steps == tuple(selection.steps):  # the same steps: nearly always
+        # The same steps (nearly always): step i is the window's row i.
+        self._aligned = window is not None and window.steps == tuple(selection.steps)
+        if self._aligned:
             self._rows = np.arange(len(selection), dtype=np.int64)
         else:
             self._rows = np.array(
@@ -337,7 +339,7 @@ class GateVerdicts(Sequence[Verdict]):
         """Every step's band of its window as ref, lo and hi arrays (NaN: none), computed in bulk."""
         if self.window is None:
             return tuple(np.full(len(self.selection), np.nan) for _ in range(3))  # type: ignore[return-value]
-        matrix = self.window.values[np.maximum(self._rows, 0)]
+        matrix = self.window.values if self._aligned else self.window.values[np.maximum(self._rows, 0)]
         return ragged_bands(self.gate.constraint, matrix, self._sizes, self.policy.reference)
 
     def refs(self) -> list[float | None]:
@@ -450,9 +452,10 @@ def _statuses(
     sizes: Counts,
     bands: Bands | None = None,
 ) -> tuple[np.ndarray, Ruled | None]:
-    """Every step's status (its index in STATUSES), exactly as `judge` decides it, with the band arithmetic done in arrays; and
-    for a budget gate, the rule's decision over all its judged steps. Given every step's exact `bands`
-    (ref, lo, hi; `band()` bit for bit), a step's status is read off its edges, as `judge` reads it."""
+    """Every step's status (its index in STATUSES), exactly as `judge` decides it, with the band
+    arithmetic done in arrays; and for a budget gate, the rule's decision over all its judged steps.
+    Given every step's exact `bands` (ref, lo, hi; `band()` bit for bit), a step's status is read off its
+    edges, as `judge` reads it."""
     values = selection.numbers()
     codes = np.full(len(selection), _CLOSE, np.int8)
     # A selected value is finite or an error, so NaN marks the errors.
