@@ -178,12 +178,14 @@ class GateMatrix:
             earlier: IntArray = (np.cumsum(whole) - whole)[runs]  # pooled runs before each run
             newest = earlier[:, None] - 1 - np.arange(width)  # newest first
             kept = self.values[np.flatnonzero(whole)]
-            rows = np.full((len(runs), width, len(self.steps)), np.nan)
+            # Laid out width x len(runs) x steps, the layout `verdicts` gathers its cells' windows in.
             if len(kept):
-                rows = kept[np.maximum(newest, 0)]  # len(runs) x width x steps
-                rows[newest < 0] = np.nan
+                rows = kept[np.maximum(newest.T, 0)]
+                rows[newest.T < 0] = np.nan
+            else:
+                rows = np.full((width, len(runs), len(self.steps)), np.nan)
             sizes: IntArray = np.minimum(earlier, width)[:, None].repeat(len(self.steps), axis=1)
-            return rows.transpose(0, 2, 1), sizes
+            return rows.transpose(1, 2, 0), sizes
         # Per step, the pooled values in time order first (a stable sort keeps their order).
         order = np.argsort(~pooled, axis=0, kind="stable")
         packed = np.take_along_axis(self.values, order, axis=0)
