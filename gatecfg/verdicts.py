@@ -511,7 +511,9 @@ def _statuses(
             if len(steps) == len(rows) and window.values.shape[0] == len(rows) and (rows == steps).all():
                 matrix = window.values[:, :size]  # every step, each its own row (nearly always): no copy
             else:
-                matrix = window.values[rows[steps], :size]
+                # Gathered column-major, where the band's reductions over each row run several times
+                # faster (numpy's fancy indexing would lay the rows out row-major).
+                matrix = np.take(window.values.T[:size], rows[steps], axis=1).T
             codes[steps] = _band_statuses(gate.constraint, values[steps], matrix, policy.reference)
     for i in np.flatnonzero(codes == _CLOSE).tolist():
         history = [] if window is None else window.values[rows[i], : sizes[i]].tolist()
