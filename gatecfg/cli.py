@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gatecfg import __version__
-from gatecfg.errors import EXIT_BUG, GatecfgError, InputError, format_problems
+from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, format_problems
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
@@ -752,6 +752,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gatecfg: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:  # the boundary: anything else is a bug, not a verdict on the run
         return _bug(exc, debug=debug)
 
@@ -770,6 +772,18 @@ def run() -> NoReturn:
     except (OSError, ValueError):
         sys.exit(code)
     os._exit(code)
+
+
+def _reader_gone() -> int:
+    """The program reading gatecfg's output closed it early (`gatecfg history ... | head`): no bug and no
+    message, the exit status a shell shows for a program that SIGPIPE ended (128 + 13), never 0, since the
+    output was not all read. What is left to write goes to /dev/null, so the final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _bug(exc: Exception, *, debug: bool) -> int:

@@ -25,6 +25,8 @@ EXIT_INPUT = 2
 EXIT_STORE = 3
 # An exception gatecfg did not expect: a bug, never a verdict (sysexits.h's EX_SOFTWARE).
 EXIT_BUG = 70
+# The reader of gatecfg's output closed it early: what a shell reports for a program SIGPIPE ends (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 
 @dataclass(frozen=True, order=True)

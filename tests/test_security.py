@@ -18,6 +18,8 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from rekey_helpers import git, make_repo
 
 from gatecfg import cli
 from gatecfg.analysis.limits_edit import LimitsEdit, write_limits
-from gatecfg.errors import EXIT_BUG, InputError, Location, Problem
+from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, InputError, Location, Problem
 from gatecfg.escape import (
     github_data,
     github_property,
@@ -537,6 +539,22 @@ def test_an_unexpected_exception_exits_70_with_one_line_and_no_traceback(
     assert err.splitlines()[0].startswith("gatecfg: error: internal error (a bug in gatecfg")
     assert "ZeroDivisionError: a bug" in err
     assert "--debug" in err
+
+
+def test_a_reader_that_closes_the_output_early_is_no_bug() -> None:
+    """`gatecfg ... | head`: the pipe is closed before gatecfg writes (it is closed here before the process
+    has even imported gatecfg), so its first write fails; that ends it quietly with the status a shell shows
+    for a program SIGPIPE ended, never 0 and never the bug's 70 with its "please open an issue"."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatecfg", "schema", "--print", "gatefile"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_BROKEN_PIPE == 141
+    assert err == b""
 
 
 @pytest.mark.parametrize("how", ["flag-before", "flag-after", "environment"])
