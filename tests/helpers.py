@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,3 +56,19 @@ def count(url: str, sql: str) -> int:
             return int(conn.execute(sa.text(sql)).scalar_one())
     finally:
         engine.dispose()
+
+
+@contextlib.contextmanager
+def executed_statements(keep: Callable[[str], bool] = lambda statement: True) -> Iterator[list[str]]:
+    """The statements SQLAlchemy sends to any database while the block runs (those `keep` accepts)."""
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if keep(statement):
+            statements.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)

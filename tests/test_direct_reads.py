@@ -7,12 +7,10 @@ import dataclasses
 import math
 import random
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
+from helpers import executed_statements
 from test_carry import link
 from test_store import REWARD, SERIES, TEST, points, run_info
 
@@ -27,21 +25,6 @@ def url(tmp_path: Path) -> str:
     with Store.open(given, create=True):
         pass
     return given
-
-
-@contextmanager
-def sqlalchemy_statements() -> Iterator[list[str]]:
-    """Every statement SQLAlchemy executes while the block runs (none, on the direct path)."""
-    statements: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        statements.append(statement)
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 SPECS = [dataclasses.replace(REWARD, coordinate=f"rand{i:08d}", metric=f"m{i}") for i in range(5)]
@@ -88,7 +71,7 @@ def test_direct_baselines_equal_the_stores_on_random_histories(
                     expected = store.baselines(
                         hashes, window=window, baseline=baseline, exclude_run_id=excluded
                     )
-                with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+                with DirectStore.open(url) as reader, executed_statements() as statements:
                     found = reader.baselines(
                         hashes, window=window, baseline=baseline, exclude_run_id=excluded
                     )
@@ -110,7 +93,7 @@ def test_a_coordinate_that_carries_history_is_read_through_the_store(url: str) -
         store.carry([link(new, REWARD)])
         expected = store.baselines([new.coordinate], window=3)
 
-    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with DirectStore.open(url) as reader, executed_statements() as statements:
         found = reader.baselines([new.coordinate], window=3)
 
     assert found == expected == {(new.coordinate, 0): [4.0, 3.0, 2.0]}
@@ -134,7 +117,7 @@ def test_direct_history_equals_the_stores(url: str, seed: int) -> None:
         for series in (None, SERIES, other_series.series_key)
         for limit in (None, 1, 7)
     ]
-    with Store.open(url) as store, DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with Store.open(url) as store, DirectStore.open(url) as reader, executed_statements() as statements:
         for query in queries:
             expected = store.history(test=TEST, **query)  # type: ignore[arg-type]
             statements.clear()
@@ -165,7 +148,7 @@ def test_direct_keys_of_a_metric_equal_the_stores(url: str) -> None:
         queries = [(SERIES, REWARD.metric), (SERIES, SPECS[0].metric), ("nothing", REWARD.metric)]
         expected = [store.coordinates_for(*query) for query in queries]
 
-    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with DirectStore.open(url) as reader, executed_statements() as statements:
         found = [reader.coordinates_for(*query) for query in queries]
 
     assert found == expected
@@ -182,7 +165,7 @@ def test_has_runs_answers_as_the_store(url: str) -> None:
     with Store.open(url) as store:
         store.write_run(run_info("only", day=0), {REWARD: points({0: 1.0})})
 
-    with DirectStore.open(url) as reader, sqlalchemy_statements() as statements:
+    with DirectStore.open(url) as reader, executed_statements() as statements:
         answers = [
             reader.has_runs(SERIES),
             reader.has_runs(SERIES, exclude_run_id="only"),

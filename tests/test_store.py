@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -9,8 +10,7 @@ import math
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from helpers import executed_statements
 
 import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
@@ -103,20 +104,13 @@ def migrations_config() -> Config:
     return config
 
 
-@contextmanager
-def point_reads() -> Iterator[list[str]]:
+def point_reads() -> contextlib.AbstractContextManager[list[str]]:
     """The statements that read metric_points, the 8-million-row table, while the block runs."""
-    statements: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.lstrip().upper().startswith(("WITH", "SELECT")) and "metric_points" in statement:
-            statements.append(statement)
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+    return executed_statements(
+        lambda statement: (
+            statement.lstrip().upper().startswith(("WITH", "SELECT")) and "metric_points" in statement
+        )
+    )
 
 
 def write_nightlies(store: Store, values_by_day: Mapping[int, Mapping[int, float]]) -> None:
