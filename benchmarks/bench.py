@@ -34,6 +34,7 @@ import compileall
 import contextlib
 import dataclasses
 import io
+import itertools
 import json
 import os
 import platform
@@ -639,13 +640,116 @@ def _bench_import(url: str, gates: Path, scale: Scale, figures: Figures) -> None
         small = _process([*argv, "--db", scratch, str(export)], work)
     export = _write_export(work / f"export-{scale.runs}x{scale.gates}x{scale.steps}.jsonl", scale, scale.runs)
     full = _process([*argv, "--db", url, str(export)], work)
+    with _scratch(url, work, "bare") as scratch:
+        bare = _bare_write(scratch, scale)
     values = scale.runs * scale.gates * scale.steps
     figures.add(
         f"`gatecfg import` of {values:,} values",
         full,
-        f"{full.rss / small.rss:.2f}x the peak RSS of a tenth of it; targets <= 30 s, <= 500 MB, flat +-20%",
+        f"{full.wall / bare.wall:.1f}x the bare write's wall, {full.cpu / bare.cpu:.1f}x its CPU; "
+        f"{full.rss / small.rss:.2f}x the peak RSS of a tenth of it; "
+        "targets <= 30 s, <= 500 MB, flat +-20%",
     )
     figures.add(f"  `gatecfg import` of {values // 10:,} values", small, "into a scratch store")
+    postgres = sa.make_url(url).get_backend_name() == "postgresql"
+    figures.add(
+        "  reference: bare write of as many points",
+        bare,
+        f"{'binary COPY' if postgres else f'{BARE_ROWS_PER_INSERT}-row INSERTs'}, one transaction, "
+        "into an empty store's metric_points; CPU of this process only",
+    )
+
+
+# Rows per INSERT statement of the bare write on SQLite: the fastest plain sqlite3 path measured (one
+# statement of 100 rows beat 500-row ones and executemany of one row each).
+BARE_ROWS_PER_INSERT = 100
+
+
+def _bare_write(url: str, scale: Scale) -> Timing:
+    """The floor of an import's writing: as many metric_points rows as the import stores, in its order (run
+    by run, each run's gates in turn), into an empty store of the same schema in one transaction, through
+    the driver alone: on SQLite multi-row INSERTs with the pragmas and page cache of an import, on
+    PostgreSQL one binary COPY whose rows numpy encodes whole. Nothing but the points: no runs, no
+    judging, no export to read."""
+    with Store.open(url, check_schema=False) as store:
+        store.upgrade()
+    rng = np.random.default_rng(0)
+    coordinates = np.repeat(np.arange(1, scale.gates + 1, dtype=np.int64), scale.steps)
+    steps = np.tile(np.arange(scale.steps, dtype=np.int64), scale.gates)
+    values = rng.normal(size=len(steps))
+    if sa.make_url(url).get_backend_name() == "postgresql":
+        return _bare_copy(url, scale.runs, coordinates, steps, values)
+    path = sa.make_url(url).database
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "cache_size = -32768"):
+            conn.execute(f"PRAGMA {pragma}")
+        row = "(" + ", ".join(["?"] * 8) + ")"
+        many = "INSERT INTO metric_points VALUES " + ", ".join([row] * BARE_ROWS_PER_INSERT)
+        width = 8 * BARE_ROWS_PER_INSERT
+        columns = (coordinates.tolist(), steps.tolist(), values.tolist())
+
+        def write() -> None:
+            conn.execute("BEGIN")
+            for run in range(1, scale.runs + 1):
+                coordinate, step, value = columns
+                runs = [run] * len(step)
+                statuses = ["pass"] * len(step)
+                flat = list(
+                    itertools.chain.from_iterable(
+                        zip(coordinate, runs, step, value, statuses, value, value, value, strict=True)
+                    )
+                )
+                whole = len(flat) // width * width
+                conn.executemany(many, [flat[at : at + width] for at in range(0, whole, width)])
+                one = "INSERT INTO metric_points VALUES " + row
+                conn.executemany(one, [flat[at : at + 8] for at in range(whole, len(flat), 8)])
+            conn.execute("COMMIT")
+
+        return _best(1, write)
+    finally:
+        conn.close()
+
+
+def _bare_copy(url: str, runs: int, coordinates: np.ndarray, steps: np.ndarray, values: np.ndarray) -> Timing:
+    import psycopg
+
+    status = b"pass"
+    layout = np.dtype(
+        [("count", ">i2")]
+        + [(f"{name}{part}", ">i4") for name in ("c", "r", "s") for part in ("_size", "")]
+        + [("v_size", ">i4"), ("v", ">f8"), ("st_size", ">i4"), ("st", f"S{len(status)}")]
+        + [
+            (f"{name}{part}", t)
+            for name in ("ref", "lo", "hi")
+            for part, t in (("_size", ">i4"), ("", ">f8"))
+        ]
+    )
+    encoded = np.empty(len(steps), layout)
+    encoded["count"] = 8
+    for name in ("c", "r", "s"):
+        encoded[f"{name}_size"] = 4
+    for name in ("v", "ref", "lo", "hi"):
+        encoded[f"{name}_size"] = 8
+        encoded[name] = values
+    encoded["c"], encoded["s"] = coordinates, steps
+    encoded["st_size"], encoded["st"] = len(status), status
+    names = "coordinate_pk, run_pk, step, value, status, ref, lo, hi"
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+
+        def write() -> None:
+            with (
+                conn.cursor() as cursor,
+                cursor.copy(f"COPY metric_points ({names}) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
+                copy.write(b"PGCOPY\n\xff\r\n\0" + bytes(8))
+                for run in range(1, runs + 1):
+                    encoded["r"] = run
+                    copy.write(encoded.tobytes())
+                copy.write(b"\xff\xff")
+            conn.commit()
+
+        return _best(1, write)
 
 
 def _bench_backtest(url: str, gates: Path, scale: Scale, figures: Figures) -> None:

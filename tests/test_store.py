@@ -26,7 +26,7 @@ from helpers import executed_statements
 
 import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
-from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store, StoredPoint
 from gatecfg.store import reads as store_reads
 from gatecfg.store.store import SCHEMA_REVISION
 from gatecfg.store.tables import metadata
@@ -236,6 +236,62 @@ def test_four_points_at_steps_0_to_3_are_four_rows_of_metric_values(store: Store
         for step, value in [(0, 0.2), (1, 0.4), (2, 0.6), (3, 0.8)]
     ]
     assert all(bool(r.trusted) for r in rows)
+
+
+def test_every_field_of_every_point_round_trips_through_the_bulk_writes(store: Store, store_url: str) -> None:
+    # Runs of 257 steps: whole multi-row statements on SQLite and the rows left over; NaN (stored as
+    # NULL), infinities, refs and edges with and without None, every status, a value per run and column.
+    rng = random.Random(15)
+    statuses = ["pass", "fail", "tracked", "cold", "error"]
+    specials = [math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, 1.7976931348623157e308, 0.1]
+
+    def number() -> float:
+        return rng.choice(specials) if rng.random() < 0.2 else rng.uniform(-1e6, 1e6)
+
+    def maybe() -> float | None:
+        return None if rng.random() < 0.3 else number()
+
+    sent = {
+        (day, spec.coordinate): [
+            StoredPoint(step, number(), rng.choice(statuses), maybe(), maybe(), maybe())
+            for step in rng.sample(range(-1, 400), 257)
+        ]
+        for day in range(3)
+        for spec in (REWARD, GRAD_NORM)
+    }
+    specs = {spec.coordinate: spec for spec in (REWARD, GRAD_NORM)}
+    written = store.write_runs(
+        (
+            run_info(f"r{day}", day=day),
+            {
+                specs[coordinate]: stored
+                if coordinate == REWARD.coordinate
+                else PointColumns.of_points(stored)  # both shapes a writer may hand over
+                for (at, coordinate), stored in sent.items()
+                if at == day
+            },
+        )
+        for day in range(3)
+    )
+
+    def key(value: float | None) -> object:
+        # NaN is stored as NULL; -0.0 and 0.0 compare alike, their sign is not kept by every store.
+        return None if value is None or math.isnan(value) else value
+
+    rows = fetch(
+        store_url,
+        "SELECT r.run_id, c.coordinate, p.step, p.value, p.status, p.ref, p.lo, p.hi FROM metric_points p "
+        "JOIN runs r ON r.pk = p.run_pk JOIN coordinates c ON c.pk = p.coordinate_pk",
+    )
+    assert written == [True] * 3
+    assert sorted(map(tuple, rows), key=repr) == sorted(
+        (
+            (f"r{day}", coordinate, p.step, key(p.value), p.status, key(p.ref), key(p.lo), key(p.hi))
+            for (day, coordinate), stored in sent.items()
+            for p in stored
+        ),
+        key=repr,
+    )
 
 
 def test_writing_a_stored_run_id_again_returns_false_and_adds_nothing(store: Store, store_url: str) -> None:

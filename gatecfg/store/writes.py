@@ -126,31 +126,37 @@ ROWS_PER_INSERT = 100
 def _executemany_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
     """SQLite: the rows ROWS_PER_INSERT at a time in one multi-row INSERT, bound straight through the
     driver in one executemany (SQLAlchemy's per-row parameter handling costs twice what the driver
-    does, and these columns need no bind processing); the last few rows one at a time. The rows are laid
-    out column by column in one object array and cut into statements' parameters whole (a third less
-    CPU than zipping them field by field)."""
-    sizes = [len(stored) for _, _, stored in chunks]
+    does, and these columns need no bind processing); the last few rows one at a time. The rows' fields
+    are chained into one flat list, cut into statements' parameters whole (half the CPU of laying them
+    out in an object array first)."""
     width = len(metric_points.c)
-    table = np.empty((sum(sizes), width), dtype=object)
-    table[:, 0] = np.repeat([coordinate_pk for coordinate_pk, _, _ in chunks], sizes).tolist()
-    table[:, 1] = np.repeat([run_pk for _, run_pk, _ in chunks], sizes).tolist()
-    for at, field in enumerate(("steps", "values", "statuses", "refs", "los", "his"), start=2):
-        table[:, at] = list(
+    flat = list(
+        itertools.chain.from_iterable(
             itertools.chain.from_iterable(
-                _nan_as_null(stored.values) if field == "values" else getattr(stored, field)
-                for _, _, stored in chunks
+                zip(
+                    itertools.repeat(coordinate_pk, len(stored)),
+                    itertools.repeat(run_pk, len(stored)),
+                    stored.steps,
+                    _nan_as_null(stored.values),
+                    stored.statuses,
+                    stored.refs,
+                    stored.los,
+                    stored.his,
+                    strict=True,
+                )
+                for coordinate_pk, run_pk, stored in chunks
             )
         )
+    )
     one = str(sa.insert(metric_points).compile(dialect=conn.dialect))
-    whole = len(table) // ROWS_PER_INSERT * ROWS_PER_INSERT
+    size = width * ROWS_PER_INSERT
+    whole = len(flat) // size * size
     if whole:
         row = "(" + ", ".join(["?"] * width) + ")"
         many = one[: one.index(" VALUES ")] + " VALUES " + ", ".join([row] * ROWS_PER_INSERT)
-        conn.exec_driver_sql(
-            many, list(map(tuple, table[:whole].reshape(-1, width * ROWS_PER_INSERT).tolist()))
-        )
-    if whole < len(table):
-        conn.exec_driver_sql(one, list(map(tuple, table[whole:].tolist())))
+        conn.exec_driver_sql(many, [tuple(flat[at : at + size]) for at in range(0, whole, size)])
+    if whole < len(flat):
+        conn.exec_driver_sql(one, [tuple(flat[at : at + width]) for at in range(whole, len(flat), width)])
 
 
 def _nan_as_null(values: Sequence[float]) -> Sequence[float | None]:
