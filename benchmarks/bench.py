@@ -10,8 +10,9 @@
 Every figure is printed beside its reference, ratio first. For each store:
 
 * import: the history (`--runs` nightlies of one test, every 10th untrusted) is seeded by `gatecfg import`
-  of a JSON Lines export, measured as a process (wall, CPU, peak RSS), beside the same import of a tenth
-  of the runs (how peak RSS grows with the export);
+  of a JSON Lines export, measured as a process (wall, CPU, peak RSS), as a ratio to the bare write of as
+  many points (the driver alone, into an empty store: multi-row INSERTs on SQLite, binary COPY on
+  PostgreSQL), beside the same import of a tenth of the runs (how peak RSS grows with the export);
 * evaluate, in this process: gate files, record, step selection, baselines, verdicts, the re-key check and
   the text report, for one run of `--gates` x `--steps` values, beside the bare fetch (one SQL statement
   through the raw DBAPI cursor returning exactly the baseline rows) and, unless --no-per-coordinate, one

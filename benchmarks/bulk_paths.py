@@ -5,9 +5,10 @@ them, without the rest of its figures (issue 15; results in docs/performance.md)
     GATECFG_TEST_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
         python benchmarks/bulk_paths.py --workdir /tmp/bulk8m --stores postgresql
 
-For each store: the import of the whole history as a measured process (wall, CPU, peak RSS), beside the
-import of a tenth of it (how peak RSS grows); then `backtest --metric` of one gate beside the bare read of
-the test's values. The export is written once per work folder and reused. PostgreSQL runs in a database
+For each store: the import of the whole history as a measured process (wall, CPU, peak RSS), as a ratio
+to the bare write of as many points (the driver alone into an empty store's metric_points in one
+transaction: 100-row INSERTs on SQLite, one binary COPY on PostgreSQL) and beside the import of a tenth of
+it (how peak RSS grows); then `backtest --metric` of one gate beside the bare read of the test's values. The export is written once per work folder and reused. PostgreSQL runs in a database
 `bulk_paths_<runs>` (`--pg-prefix`) on the `--pg` server, dropped first and kept after (for further
 measurements).
 """
