@@ -8,9 +8,10 @@ them, without the rest of its figures (issue 15; results in docs/performance.md)
 For each store: the import of the whole history as a measured process (wall, CPU, peak RSS), as a ratio
 to the bare write of as many points (the driver alone into an empty store's metric_points in one
 transaction: 100-row INSERTs on SQLite, one binary COPY on PostgreSQL) and beside the import of a tenth of
-it (how peak RSS grows); then `backtest --metric` of one gate beside the bare read of the test's values. The export is written once per work folder and reused. PostgreSQL runs in a database
-`bulk_paths_<runs>` (`--pg-prefix`) on the `--pg` server, dropped first and kept after (for further
-measurements).
+it (how peak RSS grows); then `backtest --metric` of one gate beside the bare read of the test's values.
+The export is written once per work folder and reused. PostgreSQL runs in a database `bulk_paths_<runs>`
+(`--pg-prefix`) on the `--pg` server, dropped first and kept after (for further measurements); the bare
+write's scratch database is dropped.
 """
 
 from __future__ import annotations
