@@ -42,6 +42,17 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    (Li and Ji's eigenvalue count on their correlation across the past nights): overlapping blocks, and
    steps tied by AR noise or a shared shift, are fewer tests than blocks. Block statistics share one
    pooled spread, with the degrees of freedom of as many blocks as that correlation leaves independent.
+5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
+   the split is scaled up, every share alike, until the statistics' joint null under that model spends
+   the whole budget (`_joint_scale`, a simulation cached per shape; it replaces the Li-Ji count there):
+   the mean, the blocks, the trend and the edges of AR steps are strongly alike, and a Bonferroni split
+   over them wasted much of the budget. (At a matched false-alarm rate this changes nothing: it moves
+   every threshold alike; it spends at the default what the split left unspent.) With `trials` a
+   statistic's spread from binomial noise alone is known (`_binomial_spreads`); where the window agrees
+   (its steps' pooled spread, its mean's spread and the statistic's own measured spread no larger than
+   binomial noise gives them beyond chance) that spread is used with the normal quantile instead of the
+   measured one with the t quantile: a t quantile on 19 nights' spread is some 13% wider. A metric whose
+   nights move more than its coins (a shift shared by a night) keeps the measured spreads.
 
 A night fails when any statistic does. The steps reported failing are those of every block that fired
 (the edges' block when they fired; all steps when only the mean or the trend did); the statistic
@@ -79,13 +90,26 @@ EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for 
 # edges the rest evenly. Twenty steps at rho 0.9 hold about as much as two independent values: a shift of
 # every step is the mean's to find, and a block's edges stand out far enough to need little
 # (docs/calibration.md).
-CORRELATED_ALL_SHARE = 0.5
+CORRELATED_SHARES = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
 JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
 RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
 POOLED_DF_BLOCKS = 4
 MAD_TO_SD = 1.4826
+# The joint null (`_joint_scale`): simulated per RHO_BUCKET of rho, JOINT_NIGHTS clean nights at 20 steps
+# (fewer at more steps, never under JOINT_NIGHTS_MIN), JOINT_CHUNK at a time, from one fixed seed.
+RHO_BUCKET = 0.05
+# With `trials`, a statistic's spread is taken for binomial noise's unless the spread measured on the
+# past nights exceeds it by more than chance does this rarely (its upper BINOMIAL_CHECK point), and the
+# whole gate's unless its mean over all steps passes the stricter MEAN_CHECK: a shift shared by a night
+# shows there first (a looser check let a tenth of such windows through, doubling their false alarms).
+BINOMIAL_CHECK = 0.01
+MEAN_CHECK = 0.05
+JOINT_NIGHTS = 20000
+JOINT_NIGHTS_MIN = 4000
+JOINT_CHUNK = 2000
+JOINT_SEED = 12
 
 
 @dataclass(frozen=True)
@@ -179,10 +203,34 @@ class Null:
         directions = sides(direction)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
-        scans = (blocks > 0) + 2 * edges  # the block means; the trend and the edges
-        share = CORRELATED_ALL_SHARE if edges else ALL_SHARE if scans else 1.0
-        a_all = alpha / len(directions) * share
-        a_scan = alpha / len(directions) * (1.0 - share) / max(scans, 1)
+        shares = _shares(edges, blocks > 0)
+        # Where the steps' noise has a model (binomial with `trials`, AR(1) when rho >= EDGES_RHO), the
+        # shares are scaled up together until the statistics' joint null spends the whole budget.
+        joint = (trials is not None or edges) and blocks > 0
+        scale_up = (
+            _joint_scale(
+                m,
+                _rho_bucket(rho),
+                spikes=trials is None,
+                edges=edges,
+                df=n - 1,
+                shares=shares,
+                directions=len(directions),
+                alpha=alpha,
+            )
+            if joint
+            else 1.0
+        )
+        a_all, a_blocks, a_trend, a_edges = (alpha / len(directions) * x * scale_up for x in shares)
+        # With `trials` the binomial noise of every step is known, if the window agrees: the steps' own
+        # spreads, pooled, no larger than it beyond chance (each side then checks its statistics too).
+        # Under AR-like noise the steps are not independent draws: measured spreads as before.
+        binomial = (
+            trials is not None
+            and not edges
+            and float(np.mean(_location_scale(history, 0.0)[1] ** 2))
+            <= (floor * _chi_upper(m * (n - 1))) ** 2
+        )
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
@@ -191,20 +239,41 @@ class Null:
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
-            thresholds = [centre[0] + _t_quantile(a_all, n - 1) * spread[0] * inflate]
+            measured, dfs, levels = [spread[0] * inflate], [n - 1], [a_all]
             if blocks:
                 pooled = math.sqrt(float(np.mean(spread[1:] ** 2)))
                 correlation = _block_correlation(matrix[1:])
-                a_block = a_scan / _effective_tests(correlation)
+                a_block = a_blocks / (blocks if joint else _effective_tests(correlation))
                 # The pooled spread brings n - 1 degrees of freedom per independent block: the mean of
                 # `blocks` variance estimates correlated by r (r squared between the estimates) is worth
                 # blocks^2 / sum(r^2) of them.
                 worth = blocks * blocks / float(np.sum(correlation**2))
                 df = (n - 1) * min(POOLED_DF_BLOCKS, max(1, m // width), max(1, int(worth)))
-                q = _t_quantile(a_block, df)
-                thresholds += list(centre[1:] + q * pooled * inflate)
+                measured += [pooled * inflate] * blocks
+                dfs += [df] * blocks
+                levels += [a_block] * blocks
+            # The spreads binomial noise alone gives the statistics, each used (with the normal quantile)
+            # when the statistic's spread measured on the past nights does not exceed it beyond chance.
+            known = _binomial_spreads(floor, scale, starts, width, n) if binomial else None
+            # The past nights are standardised against medians of n - 1 nights (and their spreads then
+            # inflated by sqrt(1 + 1/n)): what binomial noise gives them is that much wider.
+            loo = math.sqrt((1.0 + math.pi / (2.0 * (n - 1))) / (1.0 + math.pi / (2.0 * n))) * inflate
+            # A mean over all steps that moves more than coins do (a shift shared by a night) rules the
+            # known spreads out for the whole gate.
+            if known is not None and measured[0] > known[0] * loo * _chi_upper(n - 1, MEAN_CHECK):
+                known = None
+            thresholds = [
+                c
+                + _quantile(
+                    a,
+                    df,
+                    x,
+                    None if known is None or x > known[k] * loo * _chi_upper(df) else float(known[k]),
+                )
+                for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
+            ]
             if edges:
-                for score in (_trend(z, rho), _edges(z, rho, n - 1)[0]):
+                for score, a_scan in ((_trend(z, rho), a_trend), (_edges(z, rho, n - 1)[0], a_edges)):
                     centre = np.append(centre, score.mean())
                     ranges.append((0, m - 1))
                     spread_scan = max(float(score.std(ddof=1)), 1e-12)
@@ -253,6 +322,108 @@ class Null:
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return dataclasses.replace(best, failing=failing)
+
+
+def _binomial_spreads(
+    floor: float, scale: FloatArray, starts: npt.NDArray[np.int64], width: int, nights: int
+) -> FloatArray:
+    """Each statistic's spread (the mean over all steps, then each block's mean) on a night whose steps
+    carry binomial noise alone, of spread `floor` in arcsine space, standardised by `scale` against
+    medians of `nights` nights (a median's variance is pi / 2 of a mean's)."""
+    inverse = (floor / scale) ** 2
+    spreads = [math.sqrt(float(inverse.sum())) / len(scale)]
+    spreads += [math.sqrt(float(inverse[s : s + width].sum())) / width for s in starts]
+    return np.array(spreads) * math.sqrt(1.0 + math.pi / (2.0 * nights))
+
+
+def _quantile(upper: float, df: int, spread: float, known: float | None) -> float:
+    """How far above its centre a statistic fails: its Student t quantile times its spread measured on
+    the past nights (`df` degrees of freedom), or with a `known` spread the normal quantile times that."""
+    if known is None:
+        return _t_quantile(upper, df) * spread
+    return _NORMAL.inv_cdf(1.0 - upper) * known
+
+
+@cache
+def _chi_upper(df: int, level: float = BINOMIAL_CHECK) -> float:
+    """sqrt(chi2 / df) at its upper `level` point with `df` degrees of freedom (Wilson and Hilferty's
+    cube root normal approximation; within 0.5% of scipy's from 4 degrees of freedom): a spread with df
+    degrees of freedom exceeds the true one by this factor with probability `level`."""
+    c = 2.0 / (9.0 * df)
+    return math.sqrt((1.0 - c + _NORMAL.inv_cdf(1.0 - level) * math.sqrt(c)) ** 3)
+
+
+def _shares(edges: bool, blocks: bool) -> tuple[float, float, float, float]:
+    """The budget's split over the mean over all steps, the block means (together), the trend and the
+    edges."""
+    if edges:
+        return CORRELATED_SHARES
+    return (ALL_SHARE, 1.0 - ALL_SHARE, 0.0, 0.0) if blocks else (1.0, 0.0, 0.0, 0.0)
+
+
+def _rho_bucket(rho: float) -> float:
+    """The window's rho rounded down to a multiple of RHO_BUCKET: the joint null is simulated (and cached)
+    per bucket, and a smaller rho makes neighbouring statistics less alike, so rounding down errs toward
+    the Bonferroni side."""
+    return math.floor(rho / RHO_BUCKET + 1e-9) * RHO_BUCKET
+
+
+@cache
+def _joint_scale(
+    m: int,
+    rho: float,
+    *,
+    spikes: bool,
+    edges: bool,
+    df: int,
+    shares: tuple[float, float, float, float],
+    directions: int,
+    alpha: float,
+) -> float:
+    """How far the budget split of `Null.of` can be scaled up, every statistic's share alike, before a
+    clean night of the model fails with probability alpha / directions in one direction: the
+    statistics' joint null, where the split assumes the worst (Bonferroni: disjoint failures).
+
+    The model is the one the rule whitens by: m steps of unit AR(1) noise of correlation `rho` (0 for
+    independent binomial steps), JOINT_NIGHTS nights from a fixed seed, each statistic standardised by
+    its simulated mean and spread and held to the normal quantile of its share, as the rule holds it to
+    the Student t quantile of that share. Under the mean, the block means (each a 1 / blocks part of their
+    share), the trend and the edges of a correlated run are strongly alike (the mean and the trend about
+    0.87 at 20 steps, rho 0.9), so the split wastes much of the budget; this gives it back. At least 1
+    (the split is never tightened), at most what takes the largest share to the whole budget."""
+    starts, width = _blocks(m)
+    weights = [shares[0]] + [shares[1] / len(starts)] * len(starts) + list(shares[2:]) * edges
+    target = alpha / directions
+    rng = np.random.default_rng(JOINT_SEED)
+    nights = max(JOINT_NIGHTS_MIN, JOINT_NIGHTS * 20 // max(m, 20))
+    chunks = []
+    for done in range(0, nights, JOINT_CHUNK):
+        count = min(JOINT_CHUNK, nights - done)
+        noise = rng.standard_normal((m, count))
+        z = noise.copy()
+        innovation = math.sqrt(1.0 - rho * rho)
+        for i in range(1, m):
+            z[i] = rho * z[i - 1] + innovation * noise[i]
+        z = np.clip(z, -CLIP_Z, CLIP_Z)
+        stats = _statistics(z, starts, width, spikes=spikes)
+        if edges:
+            stats = np.vstack([stats, _trend(z, rho), _edges(z, rho, df)[0]])
+        chunks.append(stats)
+    stats = np.hstack(chunks)
+    u = (stats - stats.mean(axis=1, keepdims=True)) / stats.std(axis=1, keepdims=True)
+    w = np.array(weights)
+
+    def rate(scale_up: float) -> float:
+        q = np.array([_NORMAL.inv_cdf(1.0 - scale_up * target * x) for x in w])
+        return float(np.mean((u > q[:, None]).any(axis=0)))
+
+    lo, hi = 0.0, math.log(1.0 / float(w.max()))
+    if rate(math.exp(hi)) <= target:
+        return math.exp(hi)
+    for _ in range(30):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if rate(math.exp(mid)) <= target else (lo, mid)
+    return math.exp(lo)
 
 
 def _kind(edges: bool, k: int, count: int) -> Kind:

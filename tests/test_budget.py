@@ -12,14 +12,18 @@ import pytest
 from helpers import run_cli
 
 from gatecfg.budget import (
+    ALL_SHARE,
     CAP_Z,
     CLIP_Z,
+    CORRELATED_SHARES,
     JUMP_CLIP,
     MIN_NIGHTS,
     _block_correlation,
     _blocks,
+    _chi_upper,
     _edges,
     _effective_tests,
+    _joint_scale,
     _neighbour_correlation,
     _statistics,
     _t_quantile,
@@ -190,6 +194,55 @@ def test_a_two_step_drop_of_a_mean_of_coins_is_caught_more_often_than_not() -> N
     assert fired < 6  # 2 expected at 1%
 
 
+def coin_nights(nights: int, steps: int, seed: int, spread: float = 0.0) -> np.ndarray:
+    """Means of 16 coins per step, p = 0.5 moved by a shift shared by each night (sd `spread`)."""
+    rng = np.random.default_rng(seed)
+    p = np.clip(0.5 + spread * rng.standard_normal((nights, 1)), 0.0, 1.0)
+    return rng.binomial(16, np.broadcast_to(p, (nights, steps))) / 16.0
+
+
+def test_with_trials_a_two_step_drop_is_caught_four_nights_in_five() -> None:
+    # The known binomial spread with the normal quantile spends the budget the t quantile on 19 nights'
+    # spread left unspent: 301 of these 400 nights before (75%), 326 with it.
+    rng = np.random.default_rng(16)
+    nights = coin_nights(400 + 20, 20, seed=16)
+    caught = 0
+    for i in range(20, len(nights)):
+        shifted = nights[i].copy()
+        start = int(rng.integers(0, 19))
+        shifted[start : start + 2] -= 3 * 0.5 / np.sqrt(16)
+        window = nights[i - 20 : i][::-1].T.copy()
+        caught += decide(shifted, window, direction="down", alpha=0.01, trials=16).fired
+
+    assert caught >= 320
+
+
+@pytest.mark.parametrize(
+    ("steps", "spread"), [(20, 0.0), (100, 0.0), (20, 0.04)], ids=["20-steps", "100-steps", "overdispersed"]
+)
+def test_with_trials_clean_nights_stay_within_budget(steps: int, spread: float) -> None:
+    # Independent windows. With a shift of p shared by each night the measured spread exceeds the
+    # binomial one beyond chance and takes over (the known spread alone fails 46 of the 600 overdispersed
+    # nights; the old rule, measured spreads only, 9).
+    nights = coin_nights(600 * 21, steps, seed=steps + int(100 * spread), spread=spread).reshape(
+        600, 21, steps
+    )
+    fired = sum(
+        decide(night[20], night[:20][::-1].T.copy(), direction="down", alpha=0.01, trials=16).fired
+        for night in nights
+    )
+
+    assert fired < 14  # 6 expected at 1%; 14 or more: about once in 500 runs
+
+
+@pytest.mark.parametrize("df", [4, 19, 76, 399])
+@pytest.mark.parametrize("level", [0.05, 0.01])
+def test_the_chi_upper_point_agrees_with_scipy(df: int, level: float) -> None:
+    stats = pytest.importorskip("scipy.stats", reason="scipy (gatecfg[analytics]) is the reference")
+    expected = float(np.sqrt(stats.chi2.ppf(1.0 - level, df) / df))
+    assert _chi_upper(df, level) == pytest.approx(expected, rel=5e-3)
+
+
 def test_neighbour_correlation_is_measured_from_the_window() -> None:
     independent = np.random.default_rng(0).standard_normal((100, 20))
     correlated = (ar1_nights(20, 100, seed=1).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
@@ -256,6 +309,42 @@ def test_a_shift_of_every_correlated_step_gets_the_larger_share() -> None:
     )
 
     assert caught > 270
+
+
+def test_the_joint_null_gives_back_what_the_split_wastes_on_alike_statistics() -> None:
+    # Twenty AR steps at rho 0.9: the mean, the blocks, the trend and the edges are strongly alike, so
+    # a Bonferroni split over them fails far fewer clean nights than the budget allows.
+    correlated = _joint_scale(
+        20, 0.9, spikes=True, edges=True, df=19, shares=CORRELATED_SHARES, directions=1, alpha=0.01
+    )
+    # 19 half-overlapping blocks of 100 independent steps: Bonferroni is nearly exact.
+    independent = _joint_scale(
+        1000,
+        0.0,
+        spikes=False,
+        edges=False,
+        df=19,
+        shares=(ALL_SHARE, 1.0 - ALL_SHARE, 0.0, 0.0),
+        directions=1,
+        alpha=0.01,
+    )
+
+    assert correlated > 1.3
+    assert 1.0 <= independent < 1.15
+
+
+def test_a_drift_along_twenty_correlated_steps_is_caught_more_often_within_budget() -> None:
+    # The split scaled up to the joint null: 114 of these 400 nights before, 135 with it.
+    nights = ar1_nights(400 + 20, 20, seed=21)
+    drift = 0.3 * np.linspace(0.0, 1.0, 20)  # 0 at the first step, 3 sigma at the last
+    caught = fired = 0
+    for i in range(20, len(nights)):
+        window = nights[i - 20 : i][::-1].T.copy()
+        caught += decide(nights[i] + drift, window, direction="up", alpha=0.01).fired
+        fired += decide(nights[i], window, direction="up", alpha=0.01).fired
+
+    assert caught > 125
+    assert fired < 12  # 4 expected at 1%; 12 or more: less than once in 2,000 runs
 
 
 def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
