@@ -124,15 +124,27 @@ def spike_free(rng: np.random.Generator, nights: int, m: int) -> Array:
     return spiky(rng, nights, m, spike=0.0)
 
 
-def ar1(rng: np.random.Generator, nights: int, m: int) -> Array:
-    """Noise correlated across neighbouring steps: AR(1) with rho 0.9, unit marginal variance x 0.1."""
+def _ar1_noise(rng: np.random.Generator, nights: int, m: int) -> Array:
+    """AR(1) noise across neighbouring steps, rho 0.9, unit marginal variance."""
     rho = 0.9
     noise = rng.standard_normal((nights, m))
     out = np.empty_like(noise)
     out[:, 0] = noise[:, 0]
     for s in range(1, m):
         out[:, s] = rho * out[:, s - 1] + math.sqrt(1 - rho * rho) * noise[:, s]
-    return _curve(m, 2.0, 1.0) + 0.1 * out
+    return out
+
+
+def ar1(rng: np.random.Generator, nights: int, m: int) -> Array:
+    """Noise correlated across neighbouring steps, x 0.1, around the falling curve of the other families."""
+    return _curve(m, 2.0, 1.0) + 0.1 * _ar1_noise(rng, nights, m)
+
+
+def ar1_flat(rng: np.random.Generator, nights: int, m: int) -> Array:
+    """The same noise around a plateau: a rule whose width is a fraction of the reference is then equally
+    strict at every step, where around the falling curve it is twice as strict on the last steps (which
+    favours it on a drift, largest there)."""
+    return 1.5 + 0.1 * _ar1_noise(rng, nights, m)
 
 
 def rare(rng: np.random.Generator, nights: int, m: int) -> Array:
@@ -183,6 +195,9 @@ FAMILIES = (
             "rollout/tito_session_mismatch_rate/v1/assistant_text",
             "rollout/tito_session_mismatch_rate/v2/assistant_text",
         ),
+    ),
+    Family(
+        "ar1-flat", "AR(1) rho 0.9 across steps, sd 0.1, around a plateau of 1.5", ar1_flat, "up", GRAD_BAND
     ),
 )
 
