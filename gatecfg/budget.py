@@ -358,7 +358,7 @@ def _shares(edges: bool, blocks: bool) -> tuple[float, float, float, float]:
 
 
 def _rho_bucket(rho: float) -> float:
-    """The window's rho rounded down to a multiple of RHO_BUCKET: the joint null is simulated (and cached)
+    """The window's rho rounded down to a multiple of RHO_BUCKET: the joint null is drawn (and cached)
     per bucket, and a smaller rho makes neighbouring statistics less alike, so rounding down errs toward
     the Bonferroni side."""
     return math.floor(rho / RHO_BUCKET + 1e-9) * RHO_BUCKET
