@@ -1,0 +1,86 @@
+"""False alarms of the budget rule on correlated noise that is not the AR(1) its scans whiten by.
+
+The budget rule (gatecfg/budget.py) scans AR-like steps (rho >= 0.5) for a trend and a block's edges,
+whitened as AR(1), and scales its split of the budget by the joint null of that model. Its promise is
+about any correlation: at most `false_alarm` of clean nights fail. This prints, per noise and step count,
+the share of clean nights the rule fails at false_alarm 0.01, each judged against the 20 nights before
+it, with its 95% Wilson interval:
+
+    python benchmarks/misspecified_noise.py [--nights 1500] [--steps 20,100] [--seed 11]
+
+Noises (sd 0.1 around 1.5; the shift is shared by every step of a night):
+
+* `ar1+shift0.3`, `ar1+shift0.6`: AR(1) at rho 0.9 plus a per-night shift of 0.3 or 0.6 of its spread;
+* `ar0.97`: AR(1) closer to a random walk than the rule's largest bucket of rho treats exactly;
+* `ar1+ar0.5`: two AR(1) components, rho 0.95 and 0.5 (no single rho describes them);
+* `walk`: a random walk along the run, scaled to the run's length.
+
+A candidate change to the rule (a model-based spread, a larger scale of the split) should keep these
+at or under 1%. Measured with the defaults: the rule before the joint null 0.27-0.80%, with it
+0.27-0.87%; a trend threshold from the AR(1) model's unit spread instead of the past nights' measured
+one (tried for the 20-step AR(1) drift of issue 12, which it lifts from 42% to 53% at a matched 1%)
+0.33-1.53%: `walk` at 20 steps 1.53% [1.0, 2.3], `ar1+shift0.3` at 100 steps 1.33% [0.9, 2.1]; dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from gatecfg.budget import decide
+
+Array = np.ndarray
+WINDOW = 20
+
+
+def _ar(rng: np.random.Generator, nights: int, m: int, rho: float) -> Array:
+    z = rng.standard_normal((nights, m))
+    for i in range(1, m):
+        z[:, i] = rho * z[:, i - 1] + math.sqrt(1.0 - rho * rho) * z[:, i]
+    return z
+
+
+NOISES: dict[str, Callable[[np.random.Generator, int, int], Array]] = {
+    "ar1+shift0.3": lambda rng, n, m: _ar(rng, n, m, 0.9) + 0.3 * rng.standard_normal((n, 1)),
+    "ar1+shift0.6": lambda rng, n, m: _ar(rng, n, m, 0.9) + 0.6 * rng.standard_normal((n, 1)),
+    "ar0.97": lambda rng, n, m: _ar(rng, n, m, 0.97),
+    "ar1+ar0.5": lambda rng, n, m: _ar(rng, n, m, 0.95) + 0.7 * _ar(rng, n, m, 0.5),
+    "walk": lambda rng, n, m: np.cumsum(rng.standard_normal((n, m)), axis=1) / math.sqrt(m),
+}
+
+
+def _wilson(failed: int, total: int) -> tuple[float, float]:
+    z = 1.959963984540054
+    p = failed / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nights", type=int, default=1500, help="clean nights judged per cell")
+    parser.add_argument("--steps", default="20,100", help="steps per run, comma-separated")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+    print("| noise | steps | false alarms % [95% CI] |")
+    print("|---|---|---|")
+    for name, noise in NOISES.items():
+        for m in (int(s) for s in args.steps.split(",")):
+            rng = np.random.default_rng([args.seed, m, list(NOISES).index(name)])
+            runs = 1.5 + 0.1 * noise(rng, args.nights + WINDOW, m)
+            failed = sum(
+                decide(runs[i], runs[i - WINDOW : i][::-1].T.copy(), direction="up", alpha=0.01).fired
+                for i in range(WINDOW, len(runs))
+            )
+            lo, hi = _wilson(failed, args.nights)
+            print(f"| {name} | {m} | {100 * failed / args.nights:.2f} [{100 * lo:.1f}, {100 * hi:.1f}] |")
+
+
+if __name__ == "__main__":
+    main()
