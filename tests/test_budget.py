@@ -206,7 +206,7 @@ def coin_nights(nights: int, steps: int, seed: int, spread: float = 0.0) -> np.n
 
 def test_with_trials_a_two_step_drop_is_caught_four_nights_in_five() -> None:
     # The known binomial spread with the normal quantile spends the budget the t quantile on 19 nights'
-    # spread left unspent: 301 of these 400 nights before (75%), 326 with it.
+    # spread left unspent: 301 of these 400 nights before (75%), 325 with it.
     rng = np.random.default_rng(16)
     nights = coin_nights(400 + 20, 20, seed=16)
     caught = 0
