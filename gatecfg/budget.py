@@ -378,13 +378,13 @@ def _joint_scale(
     clean night of the model fails with probability alpha / directions in one direction: the
     statistics' joint null, where the split assumes the worst (Bonferroni: disjoint failures).
 
-    The model is the one the rule whitens by: m steps of unit AR(1) noise of correlation `rho` (0 for
-    independent binomial steps), under which the statistics are drawn (`_gaussian_statistics`), each
-    held to the normal quantile of its share as the rule holds it to the Student t quantile of that
-    share. The mean, the block means (each a 1 / blocks part of their share) and the trend of a
-    correlated run are strongly alike (the mean and the trend about 0.87 at 20 steps, rho 0.9), so the
-    split wastes much of the budget; this gives it back. At least 1 (the split is never tightened), at
-    most what takes the largest share to the whole budget."""
+    The model is the one the rule whitens by: m steps of unit AR(1) noise of correlation `rho` (the
+    window's, rounded down; near 0 for independent binomial steps), under which the statistics are
+    drawn (`_gaussian_statistics`), each held to the normal quantile of its share as the rule holds it
+    to the Student t quantile of that share. The mean, the block means (each a 1 / blocks part of
+    their share) and the trend of a correlated run are strongly alike (the mean and the trend about
+    0.87 at 20 steps, rho 0.9), so the split wastes much of the budget; this gives it back. At least 1
+    (the split is never tightened), at most what takes the largest share to the whole budget."""
     starts, width = _blocks(m)
     weights = [shares[0]] + [shares[1] / len(starts)] * len(starts) + list(shares[2:]) * edges
     target = alpha / directions
