@@ -189,7 +189,8 @@ class Null:
         raw_loc = np.median(history, axis=-1)
         history = _transform(history, space, trials)
         floor = _binomial_scale(trials) if trials is not None else 0.0
-        loc, scale = _location_scale(history, floor)
+        loc, spread = _location_spread(history)
+        scale = _floored(loc, spread, floor)
         # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
         others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
         loo_loc, loo_scale = _location_scale(history[:, others], floor)
@@ -224,8 +225,7 @@ class Null:
         binomial = (
             trials is not None
             and not edges
-            and float(np.mean(_location_scale(history, 0.0)[1] ** 2))
-            <= (floor * _chi_upper(m * (n - 1))) ** 2
+            and float(np.mean(spread**2)) <= (floor * _chi_upper(m * (n - 1))) ** 2
         )
         found = []
         for side in directions:
@@ -595,15 +595,28 @@ def _binomial_scale(trials: int) -> float:
 
 
 def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, FloatArray]:
+    """Per row (the last axis holds the nights): the median, and `_location_spread`'s standard deviation
+    never below `floor` (the binomial spread), never zero."""
+    loc, spread = _location_spread(history)
+    return loc, _floored(loc, spread, floor)
+
+
+def _location_spread(history: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
-    OUTLIER_MADS robust scales clipped; never below `floor` (the binomial spread), never zero."""
+    OUTLIER_MADS robust scales clipped."""
     loc = np.median(history, axis=-1)
     mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
     reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
     clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
-    scale = np.maximum(clipped.std(axis=-1, ddof=1), floor)
-    # A constant step: any change is a change, but of a size relative to its value, not a division by 0.
-    return loc, np.maximum(scale, np.maximum(np.abs(loc) * 1e-9, 1e-300))
+    spread: FloatArray = clipped.std(axis=-1, ddof=1)
+    return loc, spread
+
+
+def _floored(loc: FloatArray, spread: FloatArray, floor: float) -> FloatArray:
+    """A spread as a scale: never below `floor`, and for a constant step not zero but a size relative to
+    its value (any change is a change, not a division by 0)."""
+    scale: FloatArray = np.maximum(np.maximum(spread, floor), np.maximum(np.abs(loc) * 1e-9, 1e-300))
+    return scale
 
 
 def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
