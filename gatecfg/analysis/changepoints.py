@@ -63,6 +63,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gatecfg.budget import chi2_upper
+
 MIN_REGIME = 3
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
 # Consistency factor of the MAD for the standard deviation of Gaussian noise (1 / Phi^-1(3/4)).
@@ -83,9 +85,8 @@ LOG_POWER_LRV = 2.156
 # the limit of ever heavier tails, where a pair's mean square is set by the wildest of its three nights
 # and neighbouring pairs share one; `tests/test_regimes.py` recomputes the limit and the others.
 SCORE_LRV = 1.543
-# 95% quantile of chi-square(1), and the one-sided normal 95% quantile for chi-square(k)'s (below).
+# 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
-Z_95 = 1.6448536269514722
 Kind = Literal["level", "spread", "drift"]
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -638,13 +639,7 @@ def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     slope_gain = float(xy * xy / xx)  # the slope, given the steps
     line = float(sums.line(0, y.size)[0])
     jumps_gain = line - (float(yy) - slope_gain)  # the jumps, given the slope
-    return slope_gain <= CHI2_1_95 and jumps_gain > _chi2_95(len(steps) - 1)
-
-
-def _chi2_95(k: int) -> float:
-    """95% quantile of chi-square(k), by Wilson & Hilferty (1931): within 3% of the exact value for k = 1
-    and closer above; scipy.stats would cost `gatecfg regimes` a second of imports for this one number."""
-    return k * (1 - 2 / (9 * k) + Z_95 * math.sqrt(2 / (9 * k))) ** 3
+    return slope_gain <= CHI2_1_95 and jumps_gain > chi2_upper(len(steps) - 1, 0.05)
 
 
 def _residual_scale(values: Array, starts: Sequence[int]) -> float:
