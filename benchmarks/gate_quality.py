@@ -124,9 +124,8 @@ def spike_free(rng: np.random.Generator, nights: int, m: int) -> Array:
     return spiky(rng, nights, m, spike=0.0)
 
 
-def _ar1_noise(rng: np.random.Generator, nights: int, m: int) -> Array:
-    """AR(1) noise across neighbouring steps, rho 0.9, unit marginal variance."""
-    rho = 0.9
+def ar1_noise(rng: np.random.Generator, nights: int, m: int, rho: float = 0.9) -> Array:
+    """AR(1) noise across neighbouring steps (nights x steps), unit marginal variance."""
     noise = rng.standard_normal((nights, m))
     out = np.empty_like(noise)
     out[:, 0] = noise[:, 0]
@@ -137,14 +136,14 @@ def _ar1_noise(rng: np.random.Generator, nights: int, m: int) -> Array:
 
 def ar1(rng: np.random.Generator, nights: int, m: int) -> Array:
     """Noise correlated across neighbouring steps, x 0.1, around the falling curve of the other families."""
-    return _curve(m, 2.0, 1.0) + 0.1 * _ar1_noise(rng, nights, m)
+    return _curve(m, 2.0, 1.0) + 0.1 * ar1_noise(rng, nights, m)
 
 
 def ar1_flat(rng: np.random.Generator, nights: int, m: int) -> Array:
     """The same noise around a plateau: a rule whose width is a fraction of the reference is then equally
     strict at every step, where around the falling curve it is twice as strict on the last steps (which
     favours it on a drift, largest there)."""
-    return 1.5 + 0.1 * _ar1_noise(rng, nights, m)
+    return 1.5 + 0.1 * ar1_noise(rng, nights, m)
 
 
 def rare(rng: np.random.Generator, nights: int, m: int) -> Array:

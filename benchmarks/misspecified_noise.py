@@ -26,9 +26,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gate_quality import ar1_noise, wilson
 
 from gatecfg.budget import decide
 
@@ -36,28 +42,13 @@ Array = np.ndarray
 WINDOW = 20
 
 
-def _ar(rng: np.random.Generator, nights: int, m: int, rho: float) -> Array:
-    z = rng.standard_normal((nights, m))
-    for i in range(1, m):
-        z[:, i] = rho * z[:, i - 1] + math.sqrt(1.0 - rho * rho) * z[:, i]
-    return z
-
-
 NOISES: dict[str, Callable[[np.random.Generator, int, int], Array]] = {
-    "ar1+shift0.3": lambda rng, n, m: _ar(rng, n, m, 0.9) + 0.3 * rng.standard_normal((n, 1)),
-    "ar1+shift0.6": lambda rng, n, m: _ar(rng, n, m, 0.9) + 0.6 * rng.standard_normal((n, 1)),
-    "ar0.97": lambda rng, n, m: _ar(rng, n, m, 0.97),
-    "ar1+ar0.5": lambda rng, n, m: _ar(rng, n, m, 0.95) + 0.7 * _ar(rng, n, m, 0.5),
+    "ar1+shift0.3": lambda rng, n, m: ar1_noise(rng, n, m, 0.9) + 0.3 * rng.standard_normal((n, 1)),
+    "ar1+shift0.6": lambda rng, n, m: ar1_noise(rng, n, m, 0.9) + 0.6 * rng.standard_normal((n, 1)),
+    "ar0.97": lambda rng, n, m: ar1_noise(rng, n, m, 0.97),
+    "ar1+ar0.5": lambda rng, n, m: ar1_noise(rng, n, m, 0.95) + 0.7 * ar1_noise(rng, n, m, 0.5),
     "walk": lambda rng, n, m: np.cumsum(rng.standard_normal((n, m)), axis=1) / math.sqrt(m),
 }
-
-
-def _wilson(failed: int, total: int) -> tuple[float, float]:
-    z = 1.959963984540054
-    p = failed / total
-    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def main() -> None:
@@ -78,7 +69,7 @@ def main() -> None:
                 decide(runs[i], runs[i - WINDOW : i][::-1].T.copy(), direction="up", alpha=0.01).fired
                 for i in range(WINDOW, len(runs))
             )
-            lo, hi = _wilson(failed, args.nights)
+            lo, hi = wilson(failed, args.nights)
             print(f"| {name} | {m} | {100 * failed / args.nights:.2f} [{100 * lo:.1f}, {100 * hi:.1f}] |")
 
 
