@@ -2,11 +2,12 @@
 
     python benchmarks/gate_quality.py [--nights 2000] [--nights-1000 600] [--seed 0] [--jobs 2] [--json]
         [--families gaussian,ar1] [--steps 20,100] [--rules "budget (gatecfg),bencher-t,shipped"]
+        [--window 20]
 
 For each noise family (below) and each step count (20, 100, 1,000 steps per run), a stream of clean
-nightlies is simulated; every night after the first WINDOW is judged against the WINDOW nights before
-it (the baseline, newest first) by every rule. The same night is then judged again with a regression
-injected (never entering any baseline):
+nightlies is simulated; every night after the first `--window` (by default WINDOW, base.yaml's
+`policy.window`) is judged against that many nights before it (the baseline, newest first) by every
+rule. The same night is then judged again with a regression injected (never entering any baseline):
 
 * `k sigma all`: every step shifted by k sigma in the harmful direction (k = 1, 2, 3), sigma the metric's
   clean night-to-night standard deviation at that step (measured on SIGMA_NIGHTS clean nights);
@@ -48,6 +49,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +64,8 @@ from gatecfg.windows import Baselines, Window
 REPO = Path(__file__).resolve().parent.parent
 CHECKED_NIGHTS = 20  # nights on which a shipped default's score is checked against evaluate's own verdict
 
-WINDOW = 20
+WINDOW = 20  # nights in the baseline by default (base.yaml's policy.window)
+SKYRL_RUNS = 20  # SkyRL's rule looks at the last 20 runs whatever the window
 STEP_COUNTS = (20, 100, 1000)
 SIGMA_NIGHTS = 4000
 MATCHED = 0.01
@@ -202,7 +205,7 @@ FAMILIES = (
 
 
 # --------------------------------------------------------------------------------------------- rules
-# Each takes the window (steps x WINDOW, newest first) and the night's variants (variants x steps) and
+# Each takes the window (steps x nights, newest first) and the night's variants (variants x steps) and
 # returns one score per variant: the variant fails when its score exceeds 1.
 
 
@@ -239,12 +242,15 @@ def _z(window: Array) -> tuple[Array, Array]:
     return window.mean(axis=1), np.maximum(window.std(axis=1, ddof=1), 1e-12)
 
 
-def bencher(family: Family) -> Callable[[Array, Array], Array]:
-    boundary = float(stdtrit(WINDOW - 1, 0.99))
+@cache
+def _t_boundary(nights: int) -> float:
+    return float(stdtrit(nights - 1, 0.99))
 
+
+def bencher(family: Family) -> Callable[[Array, Array], Array]:
     def score(window: Array, values: Array) -> Array:
         mean, sd = _z(window)
-        return (_harmful(family, values, mean) / sd / boundary).max(axis=1)
+        return (_harmful(family, values, mean) / sd / _t_boundary(window.shape[1])).max(axis=1)
 
     return score
 
@@ -271,6 +277,7 @@ def megatron(family: Family) -> Callable[[Array, Array], Array]:
 
 def skyrl(family: Family) -> Callable[[Array, Array], Array]:
     def score(window: Array, values: Array) -> Array:
+        window = window[:, :SKYRL_RUNS]  # the last 20 runs, whatever the window
         if family.harmful == "up":
             edge = window.max(axis=1)
             return ((values - edge) / np.maximum(0.05 * np.abs(edge), 1e-12)).max(axis=1)
@@ -368,25 +375,32 @@ def variants(family: Family, clean: Array, sigma: Array, rng: np.random.Generato
 
 
 def simulate(
-    family_name: str, m: int, nights: int, seed: int, only: tuple[str, ...] = ()
+    family_name: str,
+    m: int,
+    nights: int,
+    seed: int,
+    only: tuple[str, ...] = (),
+    *,
+    window_nights: int = WINDOW,
 ) -> dict[str, object]:
     family = next(f for f in FAMILIES if f.name == family_name)
     rng = np.random.default_rng([seed, m, FAMILIES.index(family)])
     sigma = (family.sigma_from or family.sample)(rng, SIGMA_NIGHTS, m).std(axis=0, ddof=1)
-    stream = family.sample(rng, nights + WINDOW, m)
+    stream = family.sample(rng, nights + window_nights, m)
     rules = {name: make(family) for name, make in RULES.items() if not only or name in only}
     gates, policy = shipped_gates()
     # A `steps: last` default judges one value, the run's last: it is simulated once, in the first cell.
     last = {f"shipped {g}" for g in family.metrics if gates[g].steps == "last"}
-    for metric in family.metrics:
+    # The shipped defaults judge against base.yaml's own window: only with the benchmark's default one.
+    for metric in family.metrics if window_nights == policy.window else ():
         if (gates[metric].steps != "last" or m == STEP_COUNTS[0]) and (not only or "shipped" in only):
             rules[f"shipped {metric}"] = shipped(gates[metric], policy)
     scores = {name: np.empty((nights, len(REGRESSIONS) + 1)) for name in rules}
     seconds = dict.fromkeys(rules, 0.0)
     for i in range(nights):
-        window = np.ascontiguousarray(stream[i : i + WINDOW][::-1].T)
-        night = variants(family, stream[i + WINDOW], sigma, rng)
-        one = variants(family, stream[i + WINDOW, -1:], sigma[-1:], rng)
+        window = np.ascontiguousarray(stream[i : i + window_nights][::-1].T)
+        night = variants(family, stream[i + window_nights], sigma, rng)
+        one = variants(family, stream[i + window_nights, -1:], sigma[-1:], rng)
         for name, rule in rules.items():
             started = time.perf_counter()
             scores[name][i] = rule(window[-1:], one) if name in last else rule(window, night)
@@ -433,8 +447,13 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="only these rules, comma-separated (names as in the table; `shipped` for the shipped defaults)",
     )
+    parser.add_argument(
+        "--window", type=int, default=WINDOW, help="nights in every baseline (the shipped policy.window: 20)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if args.window < 5:
+        parser.error("--window: at least 5 nights (the budget rule's MIN_NIGHTS)")
     only = tuple(r for r in args.rules.split(",") if r)
     cells = [
         (name, m, args.nights_1000 if m >= 1000 else args.nights, args.seed, only)
@@ -443,10 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(simulate, *zip(*cells, strict=True)))
+        results = list(pool.map(partial(simulate, window_nights=args.window), *zip(*cells, strict=True)))
     elapsed = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"window": WINDOW, "matched": MATCHED, "cells": results}, indent=1))
+        print(json.dumps({"window": args.window, "matched": MATCHED, "cells": results}, indent=1))
         return 0
     print(_table(results, args, elapsed))
     return 0
@@ -496,7 +515,7 @@ def _pct(x: float) -> str:
 
 def _table(results: list[dict[str, object]], args: argparse.Namespace, elapsed: float) -> str:
     lines = [
-        f"gate quality: window {WINDOW}, {args.nights} clean nights per cell at 20/100 steps, "
+        f"gate quality: window {args.window}, {args.nights} clean nights per cell at 20/100 steps, "
         f"{args.nights_1000} at 1,000 steps (each also judged with every regression injected), seed "
         f"{args.seed}; {elapsed:.0f} s",
         "",
