@@ -35,13 +35,16 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
 4. A statistic fails when it exceeds its past nights' mean by a Student t quantile times their spread
    (times sqrt(1 + 1/n): a new night, not a mean), the quantile at `false_alarm` split Bonferroni-style
    over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans; under
-   AR-like noise CORRELATED_ALL_SHARE to the mean, the rest evenly to the blocks, the trend and the edges
-   (few independent values: the mean carries most of what the run says, and a block needs little budget
-   to show its edges). The
-   blocks' share is divided not by their count but by the number of independent tests they are worth
-   (Li and Ji's eigenvalue count on their correlation across the past nights): overlapping blocks, and
-   steps tied by AR noise or a shared shift, are fewer tests than blocks. Block statistics share one
-   pooled spread, with the degrees of freedom of as many blocks as that correlation leaves independent.
+   AR-like noise CORRELATED_SHARES: half to the mean, the rest evenly to the blocks, the trend and the
+   edges (few independent values: the mean carries most of what the run says, and a block needs little
+   budget to show its edges). The trend's spread is not its n past scores' but the one its jumps'
+   autocovariance gives, every lag pooled over every step and night (`_trend_spread`), with the jumps'
+   degrees of freedom: the t quantile of 19 nights was 10-25% wider at the trend's share, and a ramp is
+   what 20 AR-like steps show least. The blocks' share is divided not by their count but by the number
+   of independent tests they are worth (Li and Ji's eigenvalue count on their correlation across the past
+   nights): overlapping blocks, and steps tied by AR noise or a shared shift, are fewer tests than blocks.
+   Block statistics share one pooled spread, with the degrees of freedom of as many blocks as that
+   correlation leaves independent.
 5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
    the split is scaled up, every share alike, until the statistics' joint null under that model spends
    the whole budget (`_joint_scale`, cached per shape; it replaces the Li-Ji count there): the mean, the
@@ -92,6 +95,10 @@ EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for 
 # (docs/calibration.md).
 CORRELATED_SHARES = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
 JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
+# The trend's spread pools its jumps over steps and nights (`_trend_spread`): its degrees of freedom are
+# capped here, where the t quantile is within 1.5% of the normal one at the trend's share (conservative,
+# and the exact quantile costs time in proportion to them).
+TREND_DF_MAX = 200
 RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
@@ -269,11 +276,16 @@ class Null:
                 for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
             ]
             if edges:
-                for score, a_scan in ((_trend(z, rho), a_trend), (_edges(z, rho, n - 1)[0], a_edges)):
+                # The trend's spread pooled over steps and nights, the edges' measured on the nights.
+                edge = _edges(z, rho, n - 1)[0]
+                for score, a_scan, (spread_scan, df) in (
+                    (_trend(z, rho), a_trend, _trend_spread(z, rho)),
+                    (edge, a_edges, (float(edge.std(ddof=1)), n - 1)),
+                ):
                     centre = np.append(centre, score.mean())
                     ranges.append((0, m - 1))
-                    spread_scan = max(float(score.std(ddof=1)), 1e-12)
-                    thresholds.append(centre[-1] + _t_quantile(a_scan, n - 1) * spread_scan * inflate)
+                    quantile = _t_quantile(a_scan, df)
+                    thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
         return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found))
 
@@ -539,6 +551,32 @@ def _trend(z: FloatArray, rho: float) -> FloatArray:
     ramp = _whiten(np.linspace(0.0, 1.0, len(z))[:, None], rho)[:, 0]
     ramp /= float(np.linalg.norm(ramp))
     return np.asarray(ramp @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
+
+
+def _trend_spread(z: FloatArray, rho: float) -> tuple[float, int]:
+    """The clean spread of `_trend` on the nights of `z` (steps x nights), and its degrees of freedom.
+
+    The trend is a weighted sum of the clipped whitened jumps, so its variance is a weighted sum of the
+    jumps' autocovariances at every lag. Those are pooled over every step and night (the jumps are taken
+    as stationary along the run: the steps' own scales already absorb a spread that varies), so the
+    spread rests on the steps x nights jumps, not on the n nights' trend scores alone, and its quantile
+    is nearly the normal one where the t quantile of n - 1 degrees of freedom is some 10-25% wider at the
+    trend's share. Every lag counts, unweighted: a shift shared by a night's steps (jumps correlated at
+    any distance) is in the spread, not assumed away. Degrees of freedom: the jumps' count less their
+    steps' means, at most TREND_DF_MAX."""
+    m, n = z.shape
+    ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
+    ramp /= float(np.linalg.norm(ramp))
+    jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
+    centred = jumps - jumps.mean(axis=1, keepdims=True)
+    size = 1 << (2 * m - 1).bit_length()  # zero-padded: a circular product would wrap lags around
+    spectrum = np.fft.rfft(centred, size, axis=0)
+    lagged = np.fft.irfft(spectrum * spectrum.conj(), size, axis=0)[:m]  # lag x night: sum_i d_i d_i+k
+    pairs = np.correlate(ramp, ramp, "full")[m - 1 :]  # sum_i r_i r_i+k
+    weights = pairs * np.where(np.arange(m) > 0, 2.0, 1.0) / (m - np.arange(m))
+    # Over the nights, n / (n - 1): every step's jumps are centred on their mean over those nights.
+    variance = float((weights @ lagged).mean()) * n / (n - 1)
+    return math.sqrt(max(variance, 0.0)), min(m * (n - 1), TREND_DF_MAX)
 
 
 def _block_correlation(blocks: FloatArray) -> FloatArray:

@@ -20,6 +20,7 @@ from gatecfg.budget import (
     CORRELATED_SHARES,
     JUMP_CLIP,
     MIN_NIGHTS,
+    TREND_DF_MAX,
     _block_correlation,
     _blocks,
     _chi_upper,
@@ -31,6 +32,7 @@ from gatecfg.budget import (
     _statistics,
     _t_quantile,
     _trend,
+    _trend_spread,
     _whiten,
     decide,
 )
@@ -297,8 +299,9 @@ def test_a_drift_along_correlated_steps_is_caught_by_the_trend() -> None:
         for i in range(20, len(nights))
     ]
 
-    # Before the trend the rule caught 122 of these 200 nights (the mean over all steps); with it 151.
-    assert sum(d.fired for d in kinds) > 140
+    # Before the trend the rule caught 122 of these 200 nights (the mean over all steps); with it 151, with
+    # its spread pooled over steps and nights 171.
+    assert sum(d.fired for d in kinds) > 160
     assert sum(d.fired and d.kind == "trend" for d in kinds) > 60
 
 
@@ -333,7 +336,8 @@ def test_the_joint_null_gives_back_what_the_split_wastes_on_alike_statistics() -
 
 
 def test_a_drift_along_twenty_correlated_steps_is_caught_more_often_within_budget() -> None:
-    # The split scaled up to the joint null: 114 of these 400 nights before, 126 with it.
+    # The split scaled up to the joint null: 114 of these 400 nights before, 126 with it; with the
+    # trend's spread pooled over steps and nights (its quantile no longer that of 19 nights) 170.
     nights = ar1_nights(400 + 20, 20, seed=21)
     drift = 0.3 * np.linspace(0.0, 1.0, 20)  # 0 at the first step, 3 sigma at the last
     caught = fired = 0
@@ -342,8 +346,38 @@ def test_a_drift_along_twenty_correlated_steps_is_caught_more_often_within_budge
         caught += decide(nights[i] + drift, window, direction="up", alpha=0.01).fired
         fired += decide(nights[i], window, direction="up", alpha=0.01).fired
 
-    assert caught > 120
+    assert caught > 150
     assert fired < 12  # 4 expected at 1%; 12 or more: less than once in 2,000 runs
+
+
+def test_the_trend_spread_sums_the_jumps_autocovariance_over_every_lag() -> None:
+    rng = np.random.default_rng(8)
+    for m, n, rho in ((3, 5, 0.5), (7, 20, 0.8), (40, 20, 0.95)):
+        z = rng.standard_normal((m, n)) * 1.5
+        ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
+        ramp /= np.linalg.norm(ramp)
+        jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
+        d = jumps - jumps.mean(axis=1, keepdims=True)
+        gamma = [np.mean(d[: m - k] * d[k:]) * n / (n - 1) for k in range(m)]
+        variance = sum((2 if k else 1) * gamma[k] * (ramp[: m - k] @ ramp[k:]) for k in range(m))
+
+        spread, df = _trend_spread(z, rho)
+
+        assert spread == pytest.approx(math.sqrt(variance), rel=1e-9)
+        assert df == min(m * (n - 1), TREND_DF_MAX)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.5], ids=["ar1", "ar1-plus-a-shift-per-night"])
+def test_the_pooled_trend_spread_is_the_trends_own_spread(shift: float) -> None:
+    # A shift shared by a night's steps correlates its jumps at every distance: pooled over the lags the
+    # spread keeps it (the jumps' variance alone gives 0.95 where the trend spreads 1.25 at 100 steps).
+    rng = np.random.default_rng(5)
+    for steps in (20, 100):
+        z = (ar1_nights(4000, steps, seed=steps).T - np.linspace(2.0, 1.0, steps)[:, None]) / 0.1
+        z += shift * rng.standard_normal(4000)
+        z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)
+
+        assert _trend_spread(z, 0.9)[0] == pytest.approx(_trend(z, 0.9).std(ddof=1), rel=0.05)
 
 
 def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
