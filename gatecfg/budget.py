@@ -443,8 +443,7 @@ def _gaussian_statistics(
     for row, start in enumerate(starts, start=1):
         weights[row, start : start + width] = 1.0 / width
     if trend:  # the whitened ramp's projection of the whitened steps, as weights on the steps
-        ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
-        weights[-1] = ramp @ _whiten(np.eye(m), rho) / float(np.linalg.norm(ramp))
+        weights[-1] = _unit_ramp(m, rho) @ _whiten(np.eye(m), rho)
     lags = np.abs(np.subtract.outer(np.arange(m), np.arange(m)))
     covariance = weights @ (rho**lags if rho > 0 else np.eye(m)) @ weights.T
     sd = np.sqrt(np.diag(covariance))
@@ -548,9 +547,14 @@ def _trend(z: FloatArray, rho: float) -> FloatArray:
     and it weighs the last step most: a drift has reached its largest there, and the jump into the last
     step is the news. Clipping the jumps bounds what one spiking step can add, even the last one, whose
     jump back is never seen."""
-    ramp = _whiten(np.linspace(0.0, 1.0, len(z))[:, None], rho)[:, 0]
-    ramp /= float(np.linalg.norm(ramp))
-    return np.asarray(ramp @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
+    return np.asarray(_unit_ramp(len(z), rho) @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
+
+
+def _unit_ramp(m: int, rho: float) -> FloatArray:
+    """The trend's weights on the whitened jumps: the whitened ramp from 0 at the first of m steps to 1 at
+    the last, scaled to unit norm."""
+    ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
+    return ramp / float(np.linalg.norm(ramp))
 
 
 def _trend_spread(z: FloatArray, rho: float) -> tuple[float, int]:
@@ -570,8 +574,7 @@ def _trend_spread(z: FloatArray, rho: float) -> tuple[float, int]:
     within what the mean and the blocks leave of theirs (they spend about half: leave-one-out spreads
     are conservative), so the whole gate stays within budget (0.67% of those nights; docs/calibration.md)."""
     m, n = z.shape
-    ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
-    ramp /= float(np.linalg.norm(ramp))
+    ramp = _unit_ramp(m, rho)
     jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
     centred = jumps - jumps.mean(axis=1, keepdims=True)
     size = 1 << (2 * m - 1).bit_length()  # zero-padded: a circular product would wrap lags around
