@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import stdtrit
 
-from gatecfg.budget import Direction, Null
+from gatecfg.budget import MIN_NIGHTS, Direction, Null
 from gatecfg.resolve import Policy, ResolvedGate, load_tree
 from gatecfg.select import Selection
 from gatecfg.verdicts import evaluate
@@ -452,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
-    if args.window < 5:
-        parser.error("--window: at least 5 nights (the budget rule's MIN_NIGHTS)")
+    if args.window < MIN_NIGHTS:
+        parser.error(f"--window: at least {MIN_NIGHTS} nights (fewer leave the budget rule cold)")
     only = tuple(r for r in args.rules.split(",") if r)
     cells = [
         (name, m, args.nights_1000 if m >= 1000 else args.nights, args.seed, only)
