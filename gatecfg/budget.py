@@ -188,6 +188,8 @@ class Null:
     rho: float
     edges: bool  # scanned for a block's edges and a trend too (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
+    # Per direction, the budget of the mean over all steps, the blocks (together), the trend and the edges.
+    budgets: tuple[float, float, float, float]
 
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
@@ -225,7 +227,13 @@ class Null:
             if joint
             else 1.0
         )
-        a_all, a_blocks, a_trend, a_edges = (alpha / len(directions) * x * scale_up for x in shares)
+        per_side = alpha / len(directions) * scale_up
+        a_all, a_blocks, a_trend, a_edges = budgets = (
+            per_side * shares[0],
+            per_side * shares[1],
+            per_side * shares[2],
+            per_side * shares[3],
+        )
         # With `trials` the binomial noise of every step is known, if the window agrees: the steps' own
         # spreads, pooled, no larger than it beyond chance (each side then checks its statistics too).
         # Under AR-like noise the steps are not independent draws: measured spreads as before.
@@ -287,24 +295,18 @@ class Null:
                     quantile = _t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
-        return cls(raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found))
+        return cls(
+            raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
+        )
 
     def judge(self, values: FloatArray) -> Decision:
         m = len(values)
-        z_now = (_transform(values, self.space, self.trials) - self.centre) / self.scale
+        z_now = self.standardise(values)
         best: Decision | None = None
         # The steps reported failing: those of every block that fired (a sustained shift alone: all).
         failing = np.zeros(m, bool)
         for side, null in self.sides:
-            now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
-            stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
-            ranges = list(null.ranges)
-            if self.edges:
-                score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
-                stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
-                ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
-            # How far each statistic went toward its threshold: 1 at the threshold.
-            severity = (stats - null.centres) / (null.thresholds - null.centres)
+            stats, severity, ranges = self.statistics(z_now, null)
             fired = np.flatnonzero(severity > 1.0)
             for first, last in [ranges[k] for k in fired if k > 0] or [ranges[k] for k in fired]:
                 failing[first : last + 1] = True
@@ -330,6 +332,26 @@ class Null:
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return dataclasses.replace(best, failing=failing)
+
+    def statistics(
+        self, z_now: FloatArray, null: _Side
+    ) -> tuple[FloatArray, FloatArray, list[tuple[int, int]]]:
+        """Tonight's statistics on one side (`z_now`: each judged step's standardised value), in the order
+        of that side's thresholds (the mean over all steps, each block, then the trend and the edges when
+        scanned), how far each went toward its threshold (`severity`, 1 at the threshold) and their steps."""
+        now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
+        stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
+        ranges = list(null.ranges)
+        if self.edges:
+            score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
+            stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
+            ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
+        severity = (stats - null.centres) / (null.thresholds - null.centres)
+        return stats, severity, ranges
+
+    def standardise(self, values: FloatArray) -> FloatArray:
+        """Each judged step's distance from its baseline in its scales, in the space it is judged in."""
+        return (_transform(values, self.space, self.trials) - self.centre) / self.scale
 
 
 def _binomial_spreads(
