@@ -87,6 +87,9 @@ LOG_POWER_LRV = 2.156
 SCORE_LRV = 1.543
 # 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
+# Rounds of `_long_run_pelt`'s agreement between the changes found and the scale they leave; it settles
+# in one or two on real series, the bound only stops a pathological series from cycling.
+LONG_RUN_ROUNDS = 5
 Kind = Literal["level", "spread", "drift"]
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -99,9 +102,10 @@ class Segment:
     stop: int  # exclusive
     kind: Kind  # the first segment: "drift" when it moves along a line, else "level"
     slope: float  # per night; 0 unless a drift
-    scale: float  # the noise scale of its stretch
+    scale: float  # the long-run noise scale of its stretch: what a change of its mean is measured against
     spread_change: bool  # it starts where the noise scale changes
     interval: tuple[int, int]  # the likely nights of its start, inclusive; (0, 0) for the first
+    noise: float = 0.0  # the night-to-night noise scale of its stretch: what a change of spread compares
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,75 @@ def noise_scale(values: Array) -> float:
     # fall back to the mean absolute deviation, which is its Gaussian-consistent cousin.
     mean_abs = float(np.mean(np.abs(diffs - np.median(diffs))))
     return mean_abs * math.sqrt(math.pi / 2) / math.sqrt(2)
+
+
+def long_run_sd(residuals: Array) -> float:
+    """Robust long-run standard deviation of `residuals` (0 when too short to tell): the Bartlett-kernel
+    long-run variance at bandwidth `L = ceil(n^(1/3))`, from differences of adjacent `L`-night means.
+
+    `L` times the variance of an `L`-night mean is `sum over |h| < L of (1 - |h|/L) gamma_h`, the
+    Bartlett (Newey & West 1987) long-run variance, whose estimate is consistent when `L` grows more
+    slowly than `n` (`n^(1/3)`, the rate of batch means; Carlstein 1986). The difference of two adjacent
+    means cancels a level and, up to its median, a drift; its MAD ignores the few differences a change
+    of level straddles. For independent noise it is the noise's standard deviation; for noise that
+    wanders (autocorrelated, seasonal, a random walk over a few nights) it is larger, as the spread of a
+    regime's mean is.
+    """
+    n = residuals.size
+    bandwidth = max(2, math.ceil(n ** (1 / 3)))
+    if n < 4 * bandwidth:
+        return 0.0
+    sums = np.concatenate([[0.0], np.cumsum(residuals)])
+    means = (sums[bandwidth:] - sums[:-bandwidth]) / bandwidth
+    steps = means[bandwidth:] - means[:-bandwidth]
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(steps - np.median(steps))))
+    return spread * math.sqrt(bandwidth / 2)
+
+
+def _ar1_sd(residuals: Array, short: float) -> float:
+    """The long-run standard deviation of AR(1) noise whose night-to-night scale is `short`, its
+    coefficient from the MADs of the residuals' lag-1 and lag-2 differences (infinite for a random
+    walk or smoother).
+
+    For AR(1) noise of variance `g0`, lag-k differences have variance `2 g0 (1 - phi^k)`, so the ratio
+    of lag 2 to lag 1 is `1 + phi` (Romano et al. 2022 estimate DeCAFS' noise the same way); the MAD
+    lets a few shifts and outliers by. `short^2 = g0 (1 - phi)` and the long-run variance is
+    `g0 (1 + phi) / (1 - phi)`.
+    """
+    spread = []
+    for lag in (1, 2):
+        d = residuals[lag:] - residuals[:-lag]
+        spread.append(float(np.median(np.abs(d - np.median(d)))) ** 2)
+    if spread[0] <= 0:
+        return short
+    phi = max(spread[1] / spread[0] - 1, 0.0)
+    return math.inf if phi >= 1 else short * math.sqrt((1 + phi) / (1 - phi))
+
+
+def _long_run_pelt(values: Array, short: float, per_change: float) -> tuple[tuple[int, ...], float]:
+    """PELT on `values` at the long-run noise scale, and that scale (never below `short`).
+
+    Levels and noise that wanders cannot be told apart from one look: three shifts in fifty nights and
+    AR(1) noise both make neighbouring nights alike. So the scale is found with the changes:
+    a first search at the night-to-night scale `short` takes out every shift it can see; the AR(1) noise
+    of what is left sets the scale, bounded by the long-run spread of the whole series (which shifts
+    only inflate); then the search is repeated, and the scale raised to the long-run spread of the
+    residuals around what it found, until they agree. Independent noise ends where it started; noise
+    that wanders ends at its long-run scale, where a stretch without a change stays one regime.
+    """
+    centred = values - float(np.median(values))
+    ceiling = max(short, long_run_sd(centred))
+    starts = _pelt(centred / short, per_change)
+    sigma = max(short, min(ceiling, _ar1_sd(_residuals(values, starts), short)))
+    if sigma > short:
+        starts = _pelt(centred / sigma, per_change)
+    for _ in range(LONG_RUN_ROUNDS):
+        wider = min(ceiling, long_run_sd(_residuals(values, starts)))
+        if wider <= sigma * 1.01:
+            break
+        sigma = wider
+        starts = _pelt(centred / sigma, per_change)
+    return starts, sigma
 
 
 def _outliers(values: Array) -> tuple[Array, Array]:
@@ -274,7 +347,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     # Never below its value under Gaussian noise (estimated from a few dozen pairs, it can come out low
     # by chance; heavier tails only raise it); sharing a night never makes the logs anticorrelated.
     scale = math.sqrt(max(g0 + 2 * g1, g0, LOG_POWER_LRV))
-    found = _pelt((logs - float(np.median(logs))) / scale, per_night)
+    found = _long_run_pelt(logs, scale, per_night)[0]
     blocks = _rank_confirmed(power, list(found), per_night)
     # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
     starts = [0, *(2 * k + 1 for k in blocks[1:])]
@@ -422,7 +495,8 @@ class _Stretch:
 
     start: int
     stop: int
-    scale: float
+    scale: float  # long-run
+    noise: float  # night to night
     bounds: tuple[int, ...]  # segment starts, the stretch's start first
     drifting: tuple[bool, ...]
     slopes: tuple[float, ...]
@@ -435,8 +509,9 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
     sample)."""
     part = cleaned[start:stop]
     if part.size < 2 * MIN_REGIME or sigma <= NUMERIC_NOISE * float(np.max(np.abs(part))):
-        return _Stretch(start, stop, sigma, (start,), (False,), (0.0,), ((start, start),))
-    starts = _pelt((part - float(np.median(part))) / sigma, per_night)
+        return _Stretch(start, stop, sigma, sigma, (start,), (False,), (0.0,), ((start, start),))
+    noise = sigma
+    starts, sigma = _long_run_pelt(part, sigma, per_night)
     within = _residual_scale(part, starts)
     if within > sigma:
         sigma = within
@@ -519,6 +594,7 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         start,
         stop,
         sigma,
+        noise,
         tuple(start + b for b in bounds),
         tuple(drifting),
         tuple(slopes),
@@ -642,6 +718,13 @@ def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     return slope_gain <= CHI2_1_95 and jumps_gain > chi2_upper(len(steps) - 1, 0.05)
 
 
+def _residuals(values: Array, starts: Sequence[int]) -> Array:
+    out = values.copy()
+    for a, b in itertools.pairwise([*starts, values.size]):
+        out[a:b] -= np.mean(values[a:b])
+    return out
+
+
 def _residual_scale(values: Array, starts: Sequence[int]) -> float:
     """Standard deviation around each regime's mean, with one degree of freedom per regime."""
     bounds = [*starts, values.size]
@@ -675,7 +758,9 @@ def _classify(
             else:
                 kind = "level"
             interval = stretch.intervals[j] if j else stretch_intervals[number]
-            segments.append(Segment(a, b, kind, stretch.slopes[j], stretch.scale, opens_stretch, interval))
+            segments.append(
+                Segment(a, b, kind, stretch.slopes[j], stretch.scale, opens_stretch, interval, stretch.noise)
+            )
     return tuple(segments)
 
 
@@ -695,11 +780,13 @@ def _one_change(cleaned: Array, segments: tuple[Segment, ...], per_night: float)
             i += 1
             continue
         if before and before.kind == "level" and not before.spread_change and low <= before.start <= high:
-            one = replace(before, stop=spread.stop, scale=spread.scale, spread_change=True)
+            one = replace(
+                before, stop=spread.stop, scale=spread.scale, noise=spread.noise, spread_change=True
+            )
             merged[i - 1 : i + 1] = [one]
             i -= 1
         elif after and after.kind == "level" and not after.spread_change and low <= after.start <= high:
-            one = replace(after, scale=spread.scale, spread_change=True)
+            one = replace(after, scale=spread.scale, noise=spread.noise, spread_change=True)
             merged[i - 1 : i + 2] = [replace(merged[i - 1], stop=after.start), one]
         else:
             i += 1

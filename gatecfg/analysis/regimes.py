@@ -143,12 +143,12 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
                 else shift / abs(previous.median) * 100.0,
                 kind=segment.kind,
                 slope=segment.slope if segment.kind == "drift" else None,
-                spread_ratio=_ratio(segment.scale, scales[-1]) if segment.spread_change and scales else None,
+                spread_ratio=_ratio(segment.noise, scales[-1]) if segment.spread_change and scales else None,
                 start_low=segment.interval[0],
                 start_high=segment.interval[1],
             )
         )
-        scales.append(segment.scale)
+        scales.append(segment.noise)
     return Regimes(metric, step, tuple(nights), tuple(regimes), detection)
 
 
