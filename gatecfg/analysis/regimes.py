@@ -109,10 +109,11 @@ class Regimes:
         }
 
 
-def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
-    """Regimes of `nights` (finite values, oldest first)."""
+def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: int = 1) -> Regimes:
+    """Regimes of `nights` (finite values, oldest first), one of `coordinates` series scanned together
+    (each change then priced so that noise over all of them opens as few regimes as over one)."""
     values = [n.value for n in nights]
-    detection = detect(values)
+    detection = detect(values, coordinates)
     bounds = [*detection.starts, len(nights)]
     outliers = set(detection.outliers)
     regimes: list[Regime] = []
@@ -189,6 +190,26 @@ class Coincidence:
     def metrics(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.metric for s in self.shifts))
 
+    def gates(self) -> list[dict[str, Any]]:
+        """The shifts once per gate (metric), with the steps each spans: one change of a gate that moves
+        the metric at many steps is one finding, not one per step."""
+        by_metric: dict[str, list[Shift]] = {}
+        for s in self.shifts:
+            by_metric.setdefault(s.metric, []).append(s)
+        return [
+            {
+                "metric": metric,
+                "steps": [s.step for s in shifts],
+                "kinds": sorted({s.regime.kind for s in shifts}),
+                "median_shift_pct": _tidy(
+                    statistics.median(pcts)
+                    if (pcts := [s.regime.shift_pct for s in shifts if s.regime.shift_pct is not None])
+                    else None
+                ),
+            }
+            for metric, shifts in by_metric.items()
+        ]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "commit": self.commit,
@@ -197,6 +218,7 @@ class Coincidence:
             "metrics": list(self.metrics),
             "same_commit_as_before": self.same_commit_as_before,
             "shifts": [s.as_json() for s in self.shifts],
+            "gates": self.gates(),
         }
 
 

@@ -42,17 +42,24 @@ def regimes(
         DirectStore.open(db) as store,
         stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)) as advance,
     ):
-        for gate in chosen:
+        if not scan_all:
+            gate = chosen[0]
             by_step = gate_nights(store, gate, series)
-            if not scan_all:
-                if not by_step:
-                    found.append(find_regimes(gate.metric, step if step is not None else -1, []))
-                    break
+            if not by_step:
+                found.append(find_regimes(gate.metric, step if step is not None else -1, []))
+            else:
                 picked = pick_step(gate, by_step, step)
                 found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
-                break
-            found += [find_regimes(gate.metric, s, analysable(nights)) for s, nights in by_step.items()]
-            advance(1)
+        else:
+            stored = [(gate, gate_nights(store, gate, series)) for gate in chosen]
+            # Every coordinate is one more chance for noise to open a regime: each change is priced for
+            # the number scanned, so that `--all` over thousands stays as quiet as one series.
+            scanned = sum(len(by_step) for _, by_step in stored)
+            for gate, by_step in stored:
+                found += [
+                    find_regimes(gate.metric, s, analysable(nights), scanned) for s, nights in by_step.items()
+                ]
+                advance(1)
     if scan_all:
         print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
     else:
@@ -151,6 +158,9 @@ def _all_text(test: str, found: Sequence[Regimes]) -> str:
         f"{len(found)} coordinate(s), up to {nights} nightlies each; {len(shifted)} shifted; "
         f"{len(together)} commit(s) opened a regime"
     )
+    out.line(
+        f"each change priced for the {len(found)} coordinate(s) scanned, so noise alone rarely opens one"
+    )
     if not together:
         out.line("no shifts: every coordinate holds one level")
         return out.text()
@@ -184,7 +194,8 @@ def _shifts_text(c: Coincidence) -> str:
             continue
         pcts = [pct for _, pct, _ in steps if pct is not None]
         median = statistics.median(pcts) if pcts else None
-        parts.append(f"{metric} at {len(steps)} steps, median {_pct(median)}")
+        span = f"{step_name(min(s for s, _, _ in steps))}-{step_name(max(s for s, _, _ in steps))}"
+        parts.append(f"{metric} at {len(steps)} steps ({span}), median {_pct(median)}")
     return "; ".join(parts)
 
 
@@ -200,5 +211,7 @@ def _all_json(test: str, labels: Mapping[str, str], found: Sequence[Regimes]) ->
             {"metric": r.metric, "step": r.step, "regimes": [x.as_json() for x in r.regimes]} for r in found
         ],
         "coincidences": [c.as_json() for c in coincidences(found)],
+        "scanned": len(found),
+        "shifted": sum(len(r.regimes) > 1 for r in found),
     }
     return json.dumps(document, indent=2) + "\n"
