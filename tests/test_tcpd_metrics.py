@@ -15,7 +15,8 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "tcpd.py"
 
 def _tcpd() -> ModuleType:
     spec = importlib.util.spec_from_file_location("tcpd_bench", BENCH)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["tcpd_bench"] = module
     spec.loader.exec_module(module)

@@ -206,7 +206,7 @@ def _long_run_pelt(values: Array, short: float, per_change: float) -> tuple[tupl
     return starts, sigma
 
 
-def _outliers(values: Array) -> tuple[Array, Array]:
+def _outliers(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], Array]:
     """Which nights stand out from their neighbourhood, and the neighbourhood's median to stand in.
 
     The neighbourhood is the `2 * MIN_REGIME - 1` nights around a night, itself included: its median is a
