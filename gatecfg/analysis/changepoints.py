@@ -123,17 +123,34 @@ class Detection:
         return tuple(s.start for s in self.segments)
 
 
+def _median(values: Array) -> float:
+    """The median of a 1-D array: `np.median`'s value, by one partition (`np.median` spends most of its
+    time on checks and dispatch, and `regimes --all` takes a few dozen medians of each of thousands of
+    short series)."""
+    n = values.size
+    half = n // 2
+    if n % 2:
+        return float(np.partition(values, half)[half])
+    low, high = np.partition(values, [half - 1, half])[half - 1 : half + 1]
+    return (float(low) + float(high)) / 2
+
+
+def _mad(values: Array) -> float:
+    """The median absolute deviation from the median."""
+    return _median(np.abs(values - _median(values)))
+
+
 def noise_scale(values: Array) -> float:
     """Robust standard deviation of the night-to-night noise (0 for a constant series)."""
     if values.size < 2:
         return 0.0
     diffs = np.diff(values)
-    mad = float(np.median(np.abs(diffs - np.median(diffs))))
+    mad = _mad(diffs)
     if mad > 0:
         return MAD_TO_SIGMA * mad / math.sqrt(2)
     # More than half the differences are equal (a metric that repeats exact values, such as a count):
     # fall back to the mean absolute deviation, which is its Gaussian-consistent cousin.
-    mean_abs = float(np.mean(np.abs(diffs - np.median(diffs))))
+    mean_abs = float(np.mean(np.abs(diffs - _median(diffs))))
     return mean_abs * math.sqrt(math.pi / 2) / math.sqrt(2)
 
 
@@ -156,7 +173,7 @@ def long_run_sd(residuals: Array) -> float:
     sums = np.concatenate([[0.0], np.cumsum(residuals)])
     means = (sums[bandwidth:] - sums[:-bandwidth]) / bandwidth
     steps = means[bandwidth:] - means[:-bandwidth]
-    spread = MAD_TO_SIGMA * float(np.median(np.abs(steps - np.median(steps))))
+    spread = MAD_TO_SIGMA * _mad(steps)
     return spread * math.sqrt(bandwidth / 2)
 
 
@@ -173,7 +190,7 @@ def _ar1_sd(residuals: Array, short: float) -> float:
     spread = []
     for lag in (1, 2):
         d = residuals[lag:] - residuals[:-lag]
-        spread.append(float(np.median(np.abs(d - np.median(d)))) ** 2)
+        spread.append(_mad(d) ** 2)
     if spread[0] <= 0:
         return short
     phi = max(spread[1] / spread[0] - 1, 0.0)
@@ -191,7 +208,7 @@ def _long_run_pelt(values: Array, short: float, per_change: float) -> tuple[tupl
     residuals around what it found, until they agree. Independent noise ends where it started; noise
     that wanders ends at its long-run scale, where a stretch without a change stays one regime.
     """
-    centred = values - float(np.median(values))
+    centred = values - _median(values)
     ceiling = max(short, long_run_sd(centred))
     starts = _pelt(centred / short, per_change)
     sigma = max(short, min(ceiling, _ar1_sd(_residuals(values, starts), short)))
@@ -222,15 +239,17 @@ def _outliers(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], Array
     windows = np.lib.stride_tricks.sliding_window_view(values, 2 * half + 1)
     around = np.empty(n)
     others = np.empty(n)
-    around[half : n - half] = np.median(windows, axis=1)
-    others[half : n - half] = np.median(np.delete(windows, half, axis=1), axis=1)
+    # Medians of 5 and of the 4 others by partition (what `np.median` does, without its overhead).
+    around[half : n - half] = np.partition(windows, half, axis=1)[:, half]
+    rest = np.partition(windows[:, [i for i in range(2 * half + 1) if i != half]], [half - 1, half], axis=1)
+    others[half : n - half] = (rest[:, half - 1] + rest[:, half]) / 2
     for i in [*range(half), *range(n - half, n)]:
-        window = values[max(0, i - half) : i + half + 1].tolist()
+        window = values[max(0, i - half) : i + half + 1].tolist()  # 3 or 4 nights: plain Python is quicker
         around[i] = statistics.median(window)
         del window[i - max(0, i - half)]
         others[i] = statistics.median(window)
     distance = values - others
-    scale = MAD_TO_SIGMA * float(np.median(np.abs(distance - np.median(distance))))
+    scale = MAD_TO_SIGMA * _mad(distance)
     return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around
 
 
@@ -343,7 +362,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     difference does: one near-zero difference in 20 is far below its mean).
     """
     diffs = np.diff(values)
-    if float(np.median(np.abs(diffs))) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
+    if _median(np.abs(diffs)) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
         # Half the nights repeat the previous value (a count, a quantised metric): the log of a zero
         # difference carries no scale, and the Gaussian noise model this rests on does not hold.
         return [0], [(0, 0)]
@@ -362,6 +381,9 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     # Never below its value under Gaussian noise (estimated from a few dozen pairs, it can come out low
     # by chance; heavier tails only raise it); sharing a night never makes the logs anticorrelated.
     scale = math.sqrt(max(g0 + 2 * g1, g0, LOG_POWER_LRV))
+    centred = logs - float(np.add.reduce(logs)) / logs.size
+    if float(np.dot(centred, centred)) <= per_night * scale**2:
+        return [0], [(0, 0)]  # no change of scale could pay its price, at any scale the search would use
     found = _long_run_pelt(logs, scale, per_night)[0]
     blocks = _rank_confirmed(power, list(found), per_night)
     # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
@@ -389,15 +411,15 @@ def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[i
     blocks = list(blocks)
     while len(blocks) > 1:
         bounds = [*blocks, power.size]
-        statistics = []
+        tests = []
         for left, at, right in zip(bounds, bounds[1:], bounds[2:], strict=False):
             local = _normal_scores(power[left:right])
             before, after = local[: at - left], local[at - left :]
             squares = float(np.sum((before - before.mean()) ** 2) + np.sum((after - after.mean()) ** 2))
             variance = squares / (local.size - 2) * SCORE_LRV * (1 / before.size + 1 / after.size)
-            statistics.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
-        weakest = int(np.argmin(statistics))
-        if statistics[weakest] > per_night:
+            tests.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
+        weakest = int(np.argmin(tests))
+        if tests[weakest] > per_night:
             break
         del blocks[weakest + 1]
     return blocks
@@ -526,12 +548,20 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
     if part.size < 2 * MIN_REGIME or sigma <= NUMERIC_NOISE * float(np.max(np.abs(part))):
         return _Stretch(start, stop, sigma, sigma, (start,), (False,), (0.0,), ((start, start),))
     noise = sigma
+    centred = part - float(np.add.reduce(part)) / part.size
+    if float(np.dot(centred, centred)) <= per_night * sigma**2:
+        # Every change or line would save at most the whole sum of squares, in units of a scale at least
+        # `sigma`: less than the price of one. The stretch is one level, at the scale the search would
+        # start from (what most of thousands of quiet coordinates scanned by `--all` come to).
+        ceiling = max(sigma, long_run_sd(centred))
+        wide = max(sigma, min(ceiling, _ar1_sd(centred, sigma)))
+        return _Stretch(start, stop, wide, noise, (start,), (False,), (0.0,), ((start, start),))
     starts, sigma = _long_run_pelt(part, sigma, per_night)
     within = _residual_scale(part, starts)
     if within > sigma:
         sigma = within
-        starts = _pelt((part - float(np.median(part))) / sigma, per_night)
-    y = (part - float(np.median(part))) / sigma
+        starts = _pelt((part - _median(part)) / sigma, per_night)
+    y = (part - _median(part)) / sigma
     sums = _Sums(y)
     blocked = np.zeros(y.size, dtype=bool)
     no_line = np.zeros(y.size + 1)  # prefix counts of `blocked`
@@ -736,7 +766,7 @@ def _staircase(y: Array, steps: list[int], turn: int) -> bool:
 def _residuals(values: Array, starts: Sequence[int]) -> Array:
     out = values.copy()
     for a, b in itertools.pairwise([*starts, values.size]):
-        out[a:b] -= np.mean(values[a:b])
+        out[a:b] -= float(np.add.reduce(values[a:b])) / (b - a)
     return out
 
 

@@ -137,7 +137,7 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: i
                 n=stop - start,
                 mean=math.fsum(chunk) / len(chunk),
                 median=median,
-                spread=statistics.stdev(chunk) if len(chunk) > 1 else 0.0,
+                spread=_stdev(chunk),
                 shift_abs=shift,
                 shift_pct=None
                 if shift is None or previous is None or previous.median == 0
@@ -151,6 +151,15 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: i
         )
         scales.append(segment.noise)
     return Regimes(metric, step, tuple(nights), tuple(regimes), detection)
+
+
+def _stdev(chunk: Sequence[float]) -> float:
+    """Sample standard deviation (0 for one night): two passes in floats, where `statistics.stdev`'s exact
+    fractions cost `regimes --all` seconds over thousands of coordinates for digits no report prints."""
+    if len(chunk) < 2:
+        return 0.0
+    mean = math.fsum(chunk) / len(chunk)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in chunk) / (len(chunk) - 1))
 
 
 def _ratio(scale: float, before: float) -> float | None:

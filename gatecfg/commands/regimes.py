@@ -37,29 +37,31 @@ def regimes(
     series = series_key(test, labels)
     chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
     found: list[Regimes] = []
-    with (
-        # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
-        DirectStore.open(db) as store,
-        stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)) as advance,
-    ):
+    # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
+    with DirectStore.open(db) as store:
         if not scan_all:
             gate = chosen[0]
-            by_step = gate_nights(store, gate, series)
-            if not by_step:
-                found.append(find_regimes(gate.metric, step if step is not None else -1, []))
-            else:
-                picked = pick_step(gate, by_step, step)
-                found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
+            with stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)):
+                by_step = gate_nights(store, gate, series)
+                if not by_step:
+                    found.append(find_regimes(gate.metric, step if step is not None else -1, []))
+                else:
+                    picked = pick_step(gate, by_step, step)
+                    found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
         else:
-            stored = [(gate, gate_nights(store, gate, series)) for gate in chosen]
+            stored = []
+            with stage("gatecfg regimes", f"reading {len(chosen)} gate(s)", total=len(chosen)) as advance:
+                for gate in chosen:
+                    stored.append((gate, gate_nights(store, gate, series)))
+                    advance(1)
             # Every coordinate is one more chance for noise to open a regime: each change is priced for
             # the number scanned, so that `--all` over thousands stays as quiet as one series.
             scanned = sum(len(by_step) for _, by_step in stored)
-            for gate, by_step in stored:
-                found += [
-                    find_regimes(gate.metric, s, analysable(nights), scanned) for s, nights in by_step.items()
-                ]
-                advance(1)
+            with stage("gatecfg regimes", f"scanning {scanned} coordinate(s)", total=scanned) as advance:
+                for gate, by_step in stored:
+                    for s, nights in by_step.items():
+                        found.append(find_regimes(gate.metric, s, analysable(nights), scanned))
+                        advance(1)
     if scan_all:
         print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
     else:
