@@ -15,12 +15,12 @@ from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError,
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
+from gatecfg.settings import DEFAULT_DB, DEFAULT_GATES, db_url, optional_db_url
 
 if TYPE_CHECKING:
     from gatecfg.analysis.backtest import Shift
 
 Handler = Callable[[argparse.Namespace], int]
-DEFAULT_DB = "sqlite:///.gatecfg/history.db"
 SCHEMA_NAMES = ("base", "gatefile")  # gatecfg.commands.schema.SCHEMAS, named without importing pydantic
 DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
@@ -73,7 +73,7 @@ def _add(
 
 def _gates_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gates", type=Path, default=Path("gates"), metavar="DIR", help="gates root (default: gates/)"
+        "--gates", type=Path, default=DEFAULT_GATES, metavar="DIR", help="gates root (default: gates/)"
     )
 
 
@@ -312,12 +312,6 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
         help="history store: sqlite:///path or postgresql+psycopg://... "
         f"(default: $GATECFG_DB_URL, else {DEFAULT_DB})",
     )
-
-
-def db_url(value: str | None) -> str:
-    """--db, else $GATECFG_DB_URL, else the embedded SQLite file; a bare path means a SQLite file."""
-    url = value or os.environ.get("GATECFG_DB_URL") or DEFAULT_DB
-    return url if "://" in url else f"sqlite:///{url}"
 
 
 def _outputs(args: argparse.Namespace) -> list[Output]:
@@ -676,11 +670,10 @@ def _rekey_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _diff(args: argparse.Namespace) -> int:
     from gatecfg.commands.diff import diff_command
 
-    db = args.db or os.environ.get("GATECFG_DB_URL")
     return diff_command(
         base=args.base,
         gates=args.gates,
-        db=db_url(db) if db else None,
+        db=optional_db_url(args.db),
         labels=_labels(args.series),
         fmt_name=args.format,
         fail_on_rekey=args.fail_on_rekey,
