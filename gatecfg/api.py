@@ -91,7 +91,7 @@ def lint(
 ) -> list[Problem]:
     """The problems `gatecfg lint` reports for these files or folders (default: the whole `gates` tree),
     errors and warnings, sorted by file and line. An empty list means the files are valid."""
-    from gatecfg.commands.lint import find_problems
+    from gatecfg.linting import find_problems
 
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     problems = find_problems([Path(p) for p in given], gates=Path(gates))
