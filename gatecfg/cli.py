@@ -35,7 +35,7 @@ from gatecfg.report import FORMATS, Output
 from gatecfg.settings import db_url
 
 if TYPE_CHECKING:
-    from gatecfg.analysis.backtest import Shift
+    from gatecfg.analysis.replayer import Shift
 
 SCHEMA_NAMES = ("base", "gatefile")  # gatecfg.commands.schema.SCHEMAS, named without importing pydantic
 
@@ -322,7 +322,7 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _shift(text: str) -> Shift:
-    from gatecfg.analysis.backtest import Shift
+    from gatecfg.analysis.replayer import Shift
 
     try:
         return Shift.parse(text)
