@@ -27,7 +27,9 @@ from regimes_grid import (
 from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_scenario
 
 from gatecfg.analysis import changepoints
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect, noise_scale
+from gatecfg.analysis import noise as noise_model
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect
+from gatecfg.analysis.noise import noise_scale
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -562,7 +564,7 @@ def test_the_public_ruptures_class_finds_what_the_c_search_finds(monkeypatch: py
     rng = np.random.default_rng(28)
     series = 0.3 + 0.01 * np.r_[rng.normal(0, 1, 60), rng.normal(3, 1, 60), rng.normal(1, 1, 80)]
     direct = detect(series)
-    monkeypatch.setattr(changepoints, "_ekcpd_pelt_l2", lambda: changepoints._public_pelt)
+    monkeypatch.setattr(noise_model, "_ekcpd_pelt_l2", lambda: noise_model._public_pelt)
     assert detect(series) == direct
 
 

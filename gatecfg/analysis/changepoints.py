@@ -15,9 +15,12 @@ constant is tuned to data: each price below is derived from the model, and docs/
    same price (heavy-tailed noise otherwise passes for a change of spread). Each split is then placed at
    the night that best splits the ranks of overlapping pairs' squares between its neighbours (Pettitt's
    rank location of a change).
-2. **Noise scale** of each stretch, `sigma = 1.4826 * MAD(first differences) / sqrt(2)`: differencing
-   cancels the levels, so a handful of shifts cannot inflate it, and the MAD ignores the few large
-   differences that shifts and outliers leave.
+2. **Noise scale** of each stretch, `s = 1.4826 * MAD(first differences) / sqrt(2)` night to night:
+   differencing cancels the levels, and the MAD ignores the few large differences that shifts and
+   outliers leave. A change of level is priced at the **long-run** scale (`noise.long_run_pelt`): real
+   nightly metrics wander, so a regime's mean spreads more than `s` says, and at `s` a stretch without a
+   change splits into many short regimes. Every price below that reads "in units of `sigma^2`" means this
+   long-run scale; the log-variance search of step 1 uses the same long-run treatment of its logs.
 3. **Outliers.** A night further from the median of its 5-night neighbourhood than the universal threshold
    `s * sqrt(2 ln n)` (Donoho & Johnstone 1994: the largest deviation Gaussian noise reaches over `n`
    nights) is replaced by that median before detection. The first night of a new level has its level on
@@ -50,28 +53,30 @@ nights is indistinguishable from outliers, and the outlier step above removes ex
 
 from __future__ import annotations
 
-import functools
-import importlib.machinery
-import importlib.util
 import itertools
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
 
+from gatecfg.analysis.noise import (
+    MIN_REGIME,
+    NUMERIC_NOISE,
+    Array,
+    long_run_pelt,
+    long_run_sd,
+    median,
+    noise_scale,
+    outlier_nights,
+    pelt,
+    starting_scale,
+)
 from gatecfg.budget import chi2_upper
 
-MIN_REGIME = 3
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
-# Consistency factor of the MAD for the standard deviation of Gaussian noise (1 / Phi^-1(3/4)).
-MAD_TO_SIGMA = 1.4826
-# Differences below this fraction of the values' magnitude are float rounding (sqrt of machine epsilon).
-NUMERIC_NOISE = float(np.sqrt(np.finfo(np.float64).eps))
 # Bound of a 95% likelihood-ratio interval for the place of a change. Not chi-square(1)'s 3.84: a place is
 # no regular parameter. Around the true place the log-likelihood ratio of the others is a two-sided random
 # walk with drift, whose maximum M has P(M > x) = 1 - (1 - e^-x)^2 (Hinkley 1970, in its Brownian limit);
@@ -88,11 +93,7 @@ LOG_POWER_LRV = 2.156
 SCORE_LRV = 1.543
 # 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
-# Rounds of `_long_run_pelt`'s agreement between the changes found and the scale they leave; it settles
-# in one or two on real series, the bound only stops a pathological series from cycling.
-LONG_RUN_ROUNDS = 5
 Kind = Literal["level", "spread", "drift"]
-Array = np.ndarray[Any, np.dtype[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -123,136 +124,6 @@ class Detection:
         return tuple(s.start for s in self.segments)
 
 
-def _median(values: Array) -> float:
-    """The median of a 1-D array: `np.median`'s value, by one partition (`np.median` spends most of its
-    time on checks and dispatch, and `regimes --all` takes a few dozen medians of each of thousands of
-    short series)."""
-    n = values.size
-    half = n // 2
-    if n % 2:
-        return float(np.partition(values, half)[half])
-    low, high = np.partition(values, [half - 1, half])[half - 1 : half + 1]
-    return (float(low) + float(high)) / 2
-
-
-def _mad(values: Array) -> float:
-    """The median absolute deviation from the median."""
-    return _median(np.abs(values - _median(values)))
-
-
-def noise_scale(values: Array) -> float:
-    """Robust standard deviation of the night-to-night noise (0 for a constant series)."""
-    if values.size < 2:
-        return 0.0
-    diffs = np.diff(values)
-    mad = _mad(diffs)
-    if mad > 0:
-        return MAD_TO_SIGMA * mad / math.sqrt(2)
-    # More than half the differences are equal (a metric that repeats exact values, such as a count):
-    # fall back to the mean absolute deviation, which is its Gaussian-consistent cousin.
-    mean_abs = float(np.mean(np.abs(diffs - _median(diffs))))
-    return mean_abs * math.sqrt(math.pi / 2) / math.sqrt(2)
-
-
-def long_run_sd(residuals: Array) -> float:
-    """Robust long-run standard deviation of `residuals` (0 when too short to tell): the Bartlett-kernel
-    long-run variance at bandwidth `L = ceil(n^(1/3))`, from differences of adjacent `L`-night means.
-
-    `L` times the variance of an `L`-night mean is `sum over |h| < L of (1 - |h|/L) gamma_h`, the
-    Bartlett (Newey & West 1987) long-run variance, whose estimate is consistent when `L` grows more
-    slowly than `n` (`n^(1/3)`, the rate of batch means; Carlstein 1986). The difference of two adjacent
-    means cancels a level and, up to its median, a drift; its MAD ignores the few differences a change
-    of level straddles. For independent noise it is the noise's standard deviation; for noise that
-    wanders (autocorrelated, seasonal, a random walk over a few nights) it is larger, as the spread of a
-    regime's mean is.
-    """
-    n = residuals.size
-    bandwidth = max(2, math.ceil(n ** (1 / 3)))
-    if n < 4 * bandwidth:
-        return 0.0
-    sums = np.concatenate([[0.0], np.cumsum(residuals)])
-    means = (sums[bandwidth:] - sums[:-bandwidth]) / bandwidth
-    steps = means[bandwidth:] - means[:-bandwidth]
-    spread = MAD_TO_SIGMA * _mad(steps)
-    return spread * math.sqrt(bandwidth / 2)
-
-
-def _ar1_sd(residuals: Array, short: float) -> float:
-    """The long-run standard deviation of AR(1) noise whose night-to-night scale is `short`, its
-    coefficient from the MADs of the residuals' lag-1 and lag-2 differences (infinite for a random
-    walk or smoother).
-
-    For AR(1) noise of variance `g0`, lag-k differences have variance `2 g0 (1 - phi^k)`, so the ratio
-    of lag 2 to lag 1 is `1 + phi` (Romano et al. 2022 estimate DeCAFS' noise the same way); the MAD
-    lets a few shifts and outliers by. `short^2 = g0 (1 - phi)` and the long-run variance is
-    `g0 (1 + phi) / (1 - phi)`.
-    """
-    spread = []
-    for lag in (1, 2):
-        d = residuals[lag:] - residuals[:-lag]
-        spread.append(_mad(d) ** 2)
-    if spread[0] <= 0:
-        return short
-    phi = max(spread[1] / spread[0] - 1, 0.0)
-    return math.inf if phi >= 1 else short * math.sqrt((1 + phi) / (1 - phi))
-
-
-def _long_run_pelt(values: Array, short: float, per_change: float) -> tuple[tuple[int, ...], float]:
-    """PELT on `values` at the long-run noise scale, and that scale (never below `short`).
-
-    Levels and noise that wanders cannot be told apart from one look: three shifts in fifty nights and
-    AR(1) noise both make neighbouring nights alike. So the scale is found with the changes:
-    a first search at the night-to-night scale `short` takes out every shift it can see; the AR(1) noise
-    of what is left sets the scale, bounded by the long-run spread of the whole series (which shifts
-    only inflate); then the search is repeated, and the scale raised to the long-run spread of the
-    residuals around what it found, until they agree. Independent noise ends where it started; noise
-    that wanders ends at its long-run scale, where a stretch without a change stays one regime.
-    """
-    centred = values - _median(values)
-    ceiling = max(short, long_run_sd(centred))
-    starts = _pelt(centred / short, per_change)
-    sigma = max(short, min(ceiling, _ar1_sd(_residuals(values, starts), short)))
-    if sigma > short:
-        starts = _pelt(centred / sigma, per_change)
-    for _ in range(LONG_RUN_ROUNDS):
-        wider = min(ceiling, long_run_sd(_residuals(values, starts)))
-        if wider <= sigma * 1.01:
-            break
-        sigma = wider
-        starts = _pelt(centred / sigma, per_change)
-    return starts, sigma
-
-
-def _outliers(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], Array]:
-    """Which nights stand out from their neighbourhood, and the neighbourhood's median to stand in.
-
-    The neighbourhood is the `2 * MIN_REGIME - 1` nights around a night, itself included: its median is a
-    normal night's value even beside two outliers in a row, and on the first night of a new level it is
-    the new level (three nights of it against two), so a shift is never taken for an outlier. A night
-    stands out beyond the universal threshold `s * sqrt(2 ln n)`, with `s` the robust (MAD) scale of every
-    night's distance to the median of its neighbours without it: the distance an outlier has.
-    """
-    n = values.size
-    half = MIN_REGIME - 1
-    # Windows centred on each night, shrinking at the ends: the full ones at once (a plain median of an
-    # array, many times faster than a NaN-padded one), the few at the ends one by one.
-    windows = np.lib.stride_tricks.sliding_window_view(values, 2 * half + 1)
-    around = np.empty(n)
-    others = np.empty(n)
-    # Medians of 5 and of the 4 others by partition (what `np.median` does, without its overhead).
-    around[half : n - half] = np.partition(windows, half, axis=1)[:, half]
-    rest = np.partition(windows[:, [i for i in range(2 * half + 1) if i != half]], [half - 1, half], axis=1)
-    others[half : n - half] = (rest[:, half - 1] + rest[:, half]) / 2
-    for i in [*range(half), *range(n - half, n)]:
-        window = values[max(0, i - half) : i + half + 1].tolist()  # 3 or 4 nights: plain Python is quicker
-        around[i] = statistics.median(window)
-        del window[i - max(0, i - half)]
-        others[i] = statistics.median(window)
-    distance = values - others
-    scale = MAD_TO_SIGMA * _mad(distance)
-    return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around
-
-
 def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     """Regimes of `series` (finite values in time order), one of `coordinates` series scanned together.
 
@@ -279,7 +150,7 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     for start, stop in itertools.pairwise([*stretches, n]):
         part = values[start:stop]
         too_short = part.size < 2 * MIN_REGIME  # no neighbourhood to stand out from
-        outlying, neighbours = (np.zeros(part.size, dtype=bool), part) if too_short else _outliers(part)
+        outlying, neighbours = (np.zeros(part.size, dtype=bool), part) if too_short else outlier_nights(part)
         cleaned[start:stop] = np.where(outlying, neighbours, part)
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
@@ -295,61 +166,6 @@ def _first(n: int, scale: float) -> Segment:
 # --- the search: ruptures' exact C PELT over a sum of squares ------------------------------------------
 
 
-def _pelt(standardised: Array, penalty: float) -> tuple[int, ...]:
-    """Regime starts minimising squared deviations plus `penalty` per change (0 first)."""
-    if standardised.size < 2 * MIN_REGIME:
-        return (0,)
-    path = _ekcpd_pelt_l2()(np.ascontiguousarray(standardised.reshape(-1, 1)), penalty, MIN_REGIME)
-    ends: list[int] = []
-    end = standardised.size
-    while end > 0:
-        ends.append(end)
-        end = int(path[end])
-    return (0, *sorted(ends)[:-1])
-
-
-@functools.cache
-def _ekcpd_pelt_l2() -> Callable[..., Any]:
-    """ruptures' C PELT for the linear kernel (what `KernelCPD(kernel="linear").predict(pen=)` runs).
-
-    `import ruptures` imports every detector and cost, and with them scipy.stats and scipy.spatial: about
-    a second of a `gatecfg regimes` process. The compiled search needs none of it, so its extension module
-    is loaded on its own; should a ruptures release move it, the public class is used instead.
-    """
-    name = "ruptures.detection._detection.ekcpd"
-    package = importlib.util.find_spec("ruptures")
-    if package is None or package.origin is None:
-        return _public_pelt  # which says, when called, that ruptures is missing
-    folder = Path(package.origin).parent / "detection" / "_detection"
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = folder / f"ekcpd{suffix}"
-        spec = importlib.util.spec_from_file_location(
-            name, path, loader=importlib.machinery.ExtensionFileLoader(name, str(path))
-        )
-        if spec is None or spec.loader is None or not path.is_file():
-            continue
-        try:
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            search: Callable[..., Any] = module.ekcpd_pelt_L2
-        except (ImportError, AttributeError):
-            break
-        return search
-    return _public_pelt
-
-
-def _public_pelt(signal: Array, penalty: float, min_size: int) -> list[int]:
-    import ruptures
-
-    ends = ruptures.KernelCPD(kernel="linear", min_size=min_size, jump=1).fit(signal).predict(pen=penalty)
-    path = [0] * (signal.shape[0] + 1)
-    previous = 0
-    for end in ends:
-        path[end] = previous
-        previous = end
-    return path
-
-
 # --- step 1: stretches of one noise scale --------------------------------------------------------------
 
 
@@ -362,7 +178,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     difference does: one near-zero difference in 20 is far below its mean).
     """
     diffs = np.diff(values)
-    if _median(np.abs(diffs)) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
+    if median(np.abs(diffs)) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
         # Half the nights repeat the previous value (a count, a quantised metric): the log of a zero
         # difference carries no scale, and the Gaussian noise model this rests on does not hold.
         return [0], [(0, 0)]
@@ -370,7 +186,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     if power.size < 2 * MIN_REGIME:
         return [0], [(0, 0)]
     logs = np.log(np.maximum(power, float(np.min(power[power > 0]))))
-    outlying, neighbours = _outliers(logs)
+    outlying, neighbours = outlier_nights(logs)
     logs = np.where(outlying, neighbours, logs)
     # Neighbouring pairs share a night, so the logs are correlated at lag 1 (and only at lag 1): a
     # segment mean's variance is the long-run variance `g0 + 2 g1`, not `g0`. Both come from lag-1 and
@@ -384,7 +200,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     centred = logs - float(np.add.reduce(logs)) / logs.size
     if float(np.dot(centred, centred)) <= per_night * scale**2:
         return [0], [(0, 0)]  # no change of scale could pay its price, at any scale the search would use
-    found = _long_run_pelt(logs, scale, per_night)[0]
+    found = long_run_pelt(logs, scale, per_night)[0]
     blocks = _rank_confirmed(power, list(found), per_night)
     # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
     starts = [0, *(2 * k + 1 for k in blocks[1:])]
@@ -553,15 +369,14 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         # Every change or line would save at most the whole sum of squares, in units of a scale at least
         # `sigma`: less than the price of one. The stretch is one level, at the scale the search would
         # start from (what most of thousands of quiet coordinates scanned by `--all` come to).
-        ceiling = max(sigma, long_run_sd(centred))
-        wide = max(sigma, min(ceiling, _ar1_sd(centred, sigma)))
+        wide = starting_scale(centred, sigma, max(sigma, long_run_sd(centred)))
         return _Stretch(start, stop, wide, noise, (start,), (False,), (0.0,), ((start, start),))
-    starts, sigma = _long_run_pelt(part, sigma, per_night)
+    starts, sigma = long_run_pelt(part, sigma, per_night)
     within = _residual_scale(part, starts)
     if within > sigma:
         sigma = within
-        starts = _pelt((part - _median(part)) / sigma, per_night)
-    y = (part - _median(part)) / sigma
+        starts = pelt((part - median(part)) / sigma, per_night)
+    y = (part - median(part)) / sigma
     sums = _Sums(y)
     blocked = np.zeros(y.size, dtype=bool)
     no_line = np.zeros(y.size + 1)  # prefix counts of `blocked`
@@ -761,13 +576,6 @@ def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     line = float(sums.line(0, y.size)[0])
     jumps_gain = line - (float(yy) - slope_gain)  # the jumps, given the slope
     return slope_gain <= CHI2_1_95 and jumps_gain > chi2_upper(len(steps) - 1, 0.05)
-
-
-def _residuals(values: Array, starts: Sequence[int]) -> Array:
-    out = values.copy()
-    for a, b in itertools.pairwise([*starts, values.size]):
-        out[a:b] -= float(np.add.reduce(values[a:b])) / (b - a)
-    return out
 
 
 def _residual_scale(values: Array, starts: Sequence[int]) -> float:

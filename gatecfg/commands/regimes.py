@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.analysis.changepoints import MIN_REGIME
+from gatecfg.analysis.noise import MIN_REGIME
 from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
 from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
 from gatecfg.band import fmt
