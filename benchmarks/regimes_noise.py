@@ -17,38 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from tcpd import gatecfg_cli  # benchmarks/ heads sys.path when a script in it runs
 
-ROOT = Path(__file__).resolve().parent.parent
 TEST = "tests/noise_ci.py"
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATECFG_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
-def _gatecfg(*args: str | Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "gatecfg", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"gatecfg {' '.join(map(str, args))} exited {done.returncode}: {done.stderr}")
-    return done.stdout
 
 
 def build(work: Path, *, nights: int, gates: int, steps: int, seed: int) -> tuple[Path, str]:
@@ -79,7 +57,7 @@ def build(work: Path, *, nights: int, gates: int, steps: int, seed: int) -> tupl
             }
             out.write(json.dumps(line) + "\n")
     db = f"sqlite:///{work / 'h.db'}"
-    _gatecfg("import", "--test", TEST, export, "--gates", folder, "--db", db)
+    gatecfg_cli("import", "--test", TEST, export, "--gates", folder, "--db", db)
     return folder, db
 
 
@@ -98,7 +76,9 @@ def main() -> None:
         )
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        out = _gatecfg("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db, "--format", "json")
+        out = gatecfg_cli(
+            "regimes", "--test", TEST, "--all", "--gates", gates, "--db", db, "--format", "json"
+        )
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

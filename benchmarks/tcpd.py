@@ -98,7 +98,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _gatecfg(*args: str | Path) -> str:
+def gatecfg_cli(*args: str | Path) -> str:
+    """`python -m gatecfg ARGS` from this checkout, as a user runs it: its stdout (exit on a failure)."""
     done = subprocess.run(
         [sys.executable, "-m", "gatecfg", *map(str, args)],
         capture_output=True,
@@ -127,8 +128,8 @@ def regime_starts(values: Sequence[float], work: Path) -> list[int]:
     export = work / "series.csv"
     export.write_text("\n".join(rows) + "\n")
     db = f"sqlite:///{work / 'h.db'}"
-    _gatecfg("import", "--test", TEST, export, "--gates", gates, "--db", db)
-    out = _gatecfg(
+    gatecfg_cli("import", "--test", TEST, export, "--gates", gates, "--db", db)
+    out = gatecfg_cli(
         "regimes", "--test", TEST, "--metric", METRIC, "--gates", gates, "--db", db, "--format", "json"
     )
     # The runs are stored one a point, so a regime's first run names its point.
