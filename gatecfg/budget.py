@@ -76,7 +76,7 @@ import numpy.typing as npt
 
 Direction = Literal["up", "down", "both"]
 Space = Literal["linear", "log", "binomial"]
-Kind = Literal["mean", "edges", "trend"]
+Kind = Literal["mean", "edges", "trend", "step"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -115,6 +115,19 @@ BINOMIAL_CHECK = 0.01
 MEAN_CHECK = 0.05
 JOINT_NIGHTS = 20000
 JOINT_SEED = 12
+# The lone step (`kind` "step"): one step on its own, unclipped in the harmful direction. It gets
+# STEP_SHARE of the budget, taken off the others'. It fails a step that is an explosion, at least
+# STEP_FLOOR of its scales out or, for a positive metric judged in logs, STEP_RATIO times its median,
+# and beyond what the window's own nights did: the largest step any past night showed, times the
+# factor a tail fitted to the nights' largest steps gives for that share (at least 1, at most
+# STEP_MARGIN_MAX, so that a step far beyond every spike the metric has shown fails whatever its tail).
+# The floors are what a window that has not shown this metric's spikes yet cannot tell: a gradient norm
+# that spikes 3-10x on 0.5% of its steps goes 20 nights without a spike about once in seven windows at
+# 20 steps (docs/calibration.md, "A step that explodes").
+STEP_SHARE = 0.05
+STEP_FLOOR = 15.0
+STEP_RATIO = 20.0
+STEP_MARGIN_MAX = 3.0
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,11 @@ def decide(
     return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values)
 
 
+class UnusableWindowError(ValueError):
+    """The window cannot be judged against (its values overflow, or its spreads are not finite): the gate
+    errs, saying so, rather than pass or fail on arithmetic that went wrong."""
+
+
 @dataclass(frozen=True)
 class _Side:
     sign: float
@@ -169,6 +187,25 @@ class _Side:
     # when scanned the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
+    # How far (in scales) a lone step must go: beyond the largest step of the past nights (`largest`,
+    # with the step's noise quantile), and to count as an explosion by scales alone, `lone` (the largest
+    # times a margin, at least STEP_FLOOR); inf for a single step (the mean over all steps is that step).
+    largest: float
+    lone: float
+
+
+@dataclass(frozen=True)
+class _Night:
+    """Tonight's statistics on one side, in the order of that side's thresholds (the mean over all steps,
+    each block, then the trend and the edges when scanned, then the lone step's largest), how far each
+    went toward its threshold (`severity`, 1 at the threshold), their steps and thresholds, and every
+    step's severity as a lone step (`lone`, empty for a single step)."""
+
+    stats: FloatArray
+    severity: FloatArray
+    ranges: list[tuple[int, int]]
+    thresholds: FloatArray
+    lone: FloatArray
 
 
 @dataclass(frozen=True)
@@ -188,11 +225,29 @@ class Null:
     rho: float
     edges: bool  # scanned for a block's edges and a trend too (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
-    # Per direction, the budget of the mean over all steps, the blocks (together), the trend and the edges.
-    budgets: tuple[float, float, float, float]
+    # Per direction, the budget of the mean over all steps, the blocks (together), the trend, the edges
+    # and the lone step.
+    budgets: tuple[float, float, float, float, float]
 
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+        """The window's null; UnusableWindowError when its arithmetic does not hold (values that overflow)."""
+        with np.errstate(all="ignore"):
+            try:
+                null = cls._of(history, direction=direction, alpha=alpha, trials=trials)
+            except np.linalg.LinAlgError as exc:
+                raise UnusableWindowError(f"the window's statistics cannot be computed ({exc})") from None
+        finite = [null.scale, null.centre, np.array([null.rho])]
+        finite += [side.thresholds for _, side in null.sides]
+        if not all(np.isfinite(x).all() for x in finite):
+            raise UnusableWindowError(
+                "the window's values are too large to standardise (their spreads are not finite numbers); "
+                "untrust the runs that logged them or re-key the gate"
+            )
+        return null
+
+    @classmethod
+    def _of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
         m, n = history.shape
         space: Space = "binomial" if trials is not None else _space(history)
         raw_loc = np.median(history, axis=-1)
@@ -209,6 +264,10 @@ class Null:
         rho = _neighbour_correlation(np.clip(z_past, -clip, clip))
         edges = rho >= EDGES_RHO and m >= 3
         directions = sides(direction)
+        # The lone step's share comes off the others' (with one step the mean over all steps is that step).
+        lone_share = STEP_SHARE if m > 1 else 0.0
+        a_step = alpha * lone_share / len(directions)
+        alpha = alpha * (1.0 - lone_share)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
         shares = _shares(edges, blocks > 0)
@@ -228,12 +287,8 @@ class Null:
             else 1.0
         )
         per_side = alpha / len(directions) * scale_up
-        a_all, a_blocks, a_trend, a_edges = budgets = (
-            per_side * shares[0],
-            per_side * shares[1],
-            per_side * shares[2],
-            per_side * shares[3],
-        )
+        a_all, a_blocks, a_trend, a_edges = (per_side * share for share in shares)
+        budgets = (a_all, a_blocks, a_trend, a_edges, a_step)
         # With `trials` the binomial noise of every step is known, if the window agrees: the steps' own
         # spreads, pooled, no larger than it beyond chance (each side then checks its statistics too).
         # Under AR-like noise the steps are not independent draws: measured spreads as before.
@@ -245,8 +300,11 @@ class Null:
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
+            largest, lone = _lone_thresholds(sign * z_past, a_step / m, n) if m > 1 else (math.inf, math.inf)
             z = np.clip(sign * z_past, -clip, clip)
-            matrix = _statistics(z, starts, width, spikes=trials is None)  # statistics x nights
+            # Statistics x nights, each statistic's extreme nights clipped like a step's extreme values:
+            # one absurd night in the window must not widen every threshold out of reach.
+            matrix = _clip_outliers(_statistics(z, starts, width, spikes=trials is None))
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
@@ -285,33 +343,38 @@ class Null:
             ]
             if edges:
                 # The trend's spread pooled over steps and nights, the edges' measured on the nights.
-                edge = _edges(z, rho, n - 1)[0]
+                edge = _clip_outliers(_edges(z, rho, n - 1)[0])
                 for score, a_scan, (spread_scan, df) in (
-                    (_trend(z, rho), a_trend, _trend_spread(z, rho)),
+                    (_clip_outliers(_trend(z, rho)), a_trend, _trend_spread(z, rho)),
                     (edge, a_edges, (float(edge.std(ddof=1)), n - 1)),
                 ):
                     centre = np.append(centre, score.mean())
                     ranges.append((0, m - 1))
                     quantile = _t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
-            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
+            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), largest, lone)))
         return cls(
             raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
         )
 
     def judge(self, values: FloatArray) -> Decision:
         m = len(values)
-        z_now = self.standardise(values)
+        with np.errstate(over="ignore"):  # a step far beyond a tiny scale is an infinite z: it fails
+            z_now = self.standardise(values)
         best: Decision | None = None
-        # The steps reported failing: those of every block that fired (a sustained shift alone: all).
+        # The steps reported failing: those of every block that fired (a sustained shift alone: all), and
+        # every step that exploded on its own.
         failing = np.zeros(m, bool)
         for side, null in self.sides:
-            stats, severity, ranges = self.statistics(z_now, null)
-            fired = np.flatnonzero(severity > 1.0)
+            night = self.statistics(z_now, null)
+            fired = np.flatnonzero(night.severity > 1.0)
+            ranges = night.ranges
             for first, last in [ranges[k] for k in fired if k > 0] or [ranges[k] for k in fired]:
                 failing[first : last + 1] = True
-            k = int(np.argmax(severity))
-            if best is None or severity[k] > best.severity:
+            if len(night.lone):
+                failing |= night.lone > 1.0
+            k = int(np.argmax(night.severity))
+            if best is None or night.severity[k] > best.severity:
                 first, last = ranges[k]
                 loc = self.loc
                 best = Decision(
@@ -322,24 +385,21 @@ class Null:
                     direction=side,
                     first=first,
                     last=last,
-                    distance=float(stats[k]),
-                    threshold=float(null.thresholds[k]),
+                    distance=float(night.stats[k]),
+                    threshold=float(night.thresholds[k]),
                     nights=self.nights,
-                    severity=float(severity[k]),
+                    severity=float(night.severity[k]),
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
-                    kind=_kind(self.edges, k, len(stats)),
+                    kind=_kind(self.edges, k, len(night.stats), lone=m > 1),
                     rho=self.rho,
                 )
         assert best is not None  # at least the mean over all steps in one direction
         return dataclasses.replace(best, failing=failing)
 
-    def statistics(
-        self, z_now: FloatArray, null: _Side
-    ) -> tuple[FloatArray, FloatArray, list[tuple[int, int]]]:
-        """Tonight's statistics on one side (`z_now`: each judged step's standardised value), in the order
-        of that side's thresholds (the mean over all steps, each block, then the trend and the edges when
-        scanned), how far each went toward its threshold (`severity`, 1 at the threshold) and their steps."""
-        now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
+    def statistics(self, z_now: FloatArray, null: _Side) -> _Night:
+        """Tonight's statistics on one side (`z_now`: each judged step's standardised value)."""
+        harmful = null.sign * z_now
+        now = np.clip(harmful, -self.clip, self.clip)[:, None]
         stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
         ranges = list(null.ranges)
         if self.edges:
@@ -347,7 +407,27 @@ class Null:
             stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
             ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
         severity = (stats - null.centres) / (null.thresholds - null.centres)
-        return stats, severity, ranges
+        thresholds = null.thresholds
+        lone = np.empty(0)
+        if len(z_now) > 1:
+            limits = self.lone_limits(null)
+            lone = harmful / limits
+            k = int(np.argmax(lone))
+            stats, severity = np.append(stats, harmful[k]), np.append(severity, lone[k])
+            thresholds = np.append(thresholds, limits[k])
+            ranges.append((k, k))
+        return _Night(stats, severity, ranges, thresholds, lone)
+
+    def lone_limits(self, null: _Side) -> FloatArray:
+        """How far each step must go on its own (in its scales, harmful direction up) to fail: beyond every
+        step of the past nights and its noise quantile (`null.largest`), and an explosion: `null.lone`
+        scales (the largest past step times its tail's margin, at least STEP_FLOOR) or, for a metric
+        judged in logs, STEP_RATIO times its median, whichever is nearer."""
+        explosion = np.full(len(self.scale), null.lone)
+        if self.space == "log":
+            explosion = np.minimum(explosion, math.log(STEP_RATIO) / self.scale)
+        limits: FloatArray = np.maximum(explosion, null.largest)
+        return limits
 
     def standardise(self, values: FloatArray) -> FloatArray:
         """Each judged step's distance from its baseline in its scales, in the space it is judged in."""
@@ -475,11 +555,52 @@ def _gaussian_statistics(
     return draws
 
 
-def _kind(edges: bool, k: int, count: int) -> Kind:
-    """Which statistic the k-th of `count` is: the trend and the edges come last when scanned."""
+def _kind(edges: bool, k: int, count: int, *, lone: bool) -> Kind:
+    """Which statistic the k-th of `count` is: the trend and the edges come after the blocks when
+    scanned, the lone step last when judged."""
+    if lone:
+        if k == count - 1:
+            return "step"
+        count -= 1
     if edges and k == count - 1:
         return "edges"
     return "trend" if edges and k == count - 2 else "mean"
+
+
+def _lone_thresholds(z: FloatArray, level: float, nights: int) -> tuple[float, float]:
+    """How far a lone step must go, in its scales, given the past nights of `z` (steps x nights,
+    standardised leave-one-out, harmful direction up, unclipped), at `level` per step: beyond what they
+    showed, and (the second number) to be an explosion by its scales alone.
+
+    Beyond what they showed: the step's noise quantile (Student t of nights - 1 degrees of freedom: its
+    scale is measured on the other nights; sqrt(1 + pi / 2n) for the median it is measured from), and
+    the largest step of any past night: night to night the largest steps are exchangeable, so tonight's
+    passes theirs with probability 1 / (n + 1) whatever the noise, and a spike like those the metric
+    has shown does not fail. An explosion by scales: at least STEP_FLOOR, and the largest past step times
+    a margin: a Frechet tail of index `a` fitted to the nights' largest steps (the tail index is
+    pi / (sqrt(6) sd) of their logs) gives P(tonight's > c times the largest of n) = 1 / (1 + n c^a), and
+    c follows for the lone step's share (level x steps), within [1, STEP_MARGIN_MAX]. A night whose
+    largest step is an outlier among the nights' (5 robust scales of their logs) counts at that bound:
+    one absurd night must not lift the thresholds out of reach."""
+    m = z.shape[0]
+    noise = _t_quantile(level, nights - 1) * math.sqrt(1.0 + math.pi / (2.0 * nights))
+    logs = _clip_outliers(np.log(np.maximum(z.max(axis=0), 1.0))[None, :])[0]
+    spread = float(logs.std(ddof=1))
+    margin = 1.0
+    if spread > 0:
+        tail = math.pi / (math.sqrt(6.0) * spread)
+        margin = min(max(((1.0 / (level * m) - 1.0) / nights) ** (1.0 / tail), 1.0), STEP_MARGIN_MAX)
+    largest = math.exp(float(logs.max()))
+    return max(noise, largest), max(STEP_FLOOR, margin * largest)
+
+
+def _clip_outliers(stats: FloatArray) -> FloatArray:
+    """Each row's values (the past nights in the columns) clipped to OUTLIER_MADS robust scales of the
+    row's median, as a step's window values are before its scale is taken."""
+    loc, mad = _median_mad(stats)
+    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
+    clipped: FloatArray = np.clip(stats, (loc - reach)[..., None], (loc + reach)[..., None])
+    return clipped
 
 
 def _statistics(
@@ -678,12 +799,18 @@ def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, Floa
 def _location_spread(history: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
     OUTLIER_MADS robust scales clipped."""
-    loc = np.median(history, axis=-1)
-    mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
+    loc, mad = _median_mad(history)
     reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
     clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
     spread: FloatArray = clipped.std(axis=-1, ddof=1)
     return loc, spread
+
+
+def _median_mad(values: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per row (the last axis holds the nights): the median, and the median absolute deviation as a
+    normal standard deviation."""
+    loc = np.median(values, axis=-1)
+    return loc, np.median(np.abs(values - loc[..., None]), axis=-1) * MAD_TO_SD
 
 
 def _floored(loc: FloatArray, spread: FloatArray, floor: float) -> FloatArray:

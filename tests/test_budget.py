@@ -21,6 +21,7 @@ from gatecfg.budget import (
     JUMP_CLIP,
     MIN_NIGHTS,
     TREND_DF_MAX,
+    Null,
     _block_correlation,
     _blocks,
     _chi_upper,
@@ -383,14 +384,17 @@ def test_the_pooled_trend_spread_is_the_trends_own_spread(shift: float) -> None:
 def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
     # The last step's jump up has no jump back to tell a spike from the start of a shift: clipped, it
     # moves the trend by at most JUMP_CLIP times the ramp's last weight. Unclipped, a 10 sigma spike
-    # there failed 51 of these 200 nights.
+    # there failed 51 of these 200 nights. (The lone step is another matter: a step far beyond its own
+    # scale is what it is there to catch, so only the statistics over several steps are counted.)
     nights = ar1_nights(200 + 20, 20, seed=60)
     spiked = nights.copy()
     spiked[:, -1] += 1.0  # 10 sigma
-    fired = sum(
-        decide(spiked[i], nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
-        for i in range(20, len(nights))
-    )
+    fired = 0
+    for i in range(20, len(nights)):
+        null = Null.of(nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01, trials=None)
+        [(_, side)] = null.sides
+        night = null.statistics(null.standardise(spiked[i]), side)
+        fired += bool((night.severity[:-1] > 1.0).any())  # all but the lone step, which comes last
     ramp = _whiten(np.linspace(0.0, 1.0, 20)[:, None], 0.9)[:, 0]
     z = np.zeros((20, 1))
     z[-1] = CLIP_Z
