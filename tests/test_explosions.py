@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import REPO, run_cli
 from test_budget import TEST, record, write_gates
 
 from gatecfg.budget import STEP_FLOOR, Null, UnusableWindowError, decide
@@ -98,7 +98,7 @@ def test_an_absurd_night_in_the_window_neither_passes_a_shift_nor_fails_a_clean_
 def test_a_window_whose_values_overflow_is_unusable_not_a_pass() -> None:
     window = 1e308 * np.sign(np.random.default_rng(1).standard_normal((20, 10)))
 
-    with pytest.raises(UnusableWindowError, match="cannot be computed|too large"):
+    with pytest.raises(UnusableWindowError, match=r"cannot be computed|too large"):
         Null.of(window, direction="up", alpha=0.01, trials=None)
 
 
@@ -141,3 +141,29 @@ def test_evaluate_fails_a_run_whose_one_step_exploded_and_names_that_step(tmp_pa
     assert result.code == 1
     assert failing == [7]
     assert gate["why"].startswith("1 of 20 steps moved up (step 7); step 7 exploded on its own")
+
+
+@pytest.mark.parametrize("factor", [5.0, 100.0, 1e6], ids=["x5", "x100", "x1e6"])
+def test_the_shipped_grad_norm_one_liner_fails_a_step_that_exploded(tmp_path: Path, factor: float) -> None:
+    # Before: the shipped `train/grad_norm:` (budget both) passed a 5x, 100x or 1e6x step after eight
+    # quiet nightlies, and so did the pytest plugin's enforced gate built on it.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text(
+        (REPO / "gates" / "base.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    one_liner = "  train/grad_norm:\n    enforce: true\n"
+    mfu = "  perf/actor_train_mfu:\n    steps: last\n    constraint: null\n"  # base.yaml's rule asks for it
+    (gates / "t.yaml").write_text(f"test: {TEST}\ngates:\n{one_liner}{mfu}", encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    nights = quiet_window(50, 8, seed=21, log=True).T
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
+    for night, values in enumerate(nights[1:]):
+        run_cli(*args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}")
+    tonight = nights[0].copy()
+    tonight[30] *= factor
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", tonight), "--format", "json")
+
+    assert result.code == 1, result.out
+    assert [v["step"] for v in json.loads(result.out)["verdicts"] if v["status"] == "fail"] == [30]
