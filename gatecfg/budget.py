@@ -128,6 +128,9 @@ STEP_SHARE = 0.05
 STEP_FLOOR = 15.0
 STEP_RATIO = 20.0
 STEP_MARGIN_MAX = 3.0
+# A fired statistic over several steps blames, among its steps, those beyond their own noise: a clean
+# step among them with probability at most this (docs/evaluate.md, "Which steps fail").
+ATTRIBUTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,11 @@ class Decision:
     pct: float | None  # mean relative change of those steps against their baselines, percent
     kind: Kind = "mean"
     rho: float = 0.0  # the correlation of neighbouring steps measured on the window
+    # In the metric's units, per step: its night-to-night spread, and on each judged side the edge
+    # beyond which that step alone fails (None for a side not judged).
+    spread: FloatArray | None = None
+    lo: FloatArray | None = None
+    hi: FloatArray | None = None
 
     @property
     def fired(self) -> bool:
@@ -362,17 +370,14 @@ class Null:
         with np.errstate(over="ignore"):  # a step far beyond a tiny scale is an infinite z: it fails
             z_now = self.standardise(values)
         best: Decision | None = None
-        # The steps reported failing: those of every block that fired (a sustained shift alone: all), and
-        # every step that exploded on its own.
         failing = np.zeros(m, bool)
+        edges: dict[str, FloatArray] = {}
         for side, null in self.sides:
             night = self.statistics(z_now, null)
-            fired = np.flatnonzero(night.severity > 1.0)
+            failing |= self._attributed(null.sign * z_now, night)
+            alone = self.lone_limits(null) if m > 1 else null.thresholds[:1]
+            edges[side] = self.in_units(self.centre + null.sign * alone * self.scale)
             ranges = night.ranges
-            for first, last in [ranges[k] for k in fired if k > 0] or [ranges[k] for k in fired]:
-                failing[first : last + 1] = True
-            if len(night.lone):
-                failing |= night.lone > 1.0
             k = int(np.argmax(night.severity))
             if best is None or night.severity[k] > best.severity:
                 first, last = ranges[k]
@@ -394,7 +399,47 @@ class Null:
                     rho=self.rho,
                 )
         assert best is not None  # at least the mean over all steps in one direction
-        return dataclasses.replace(best, failing=failing)
+        spread = np.abs(self.in_units(self.centre + self.scale) - self.in_units(self.centre - self.scale)) / 2
+        return dataclasses.replace(
+            best, failing=failing, spread=spread, lo=edges.get("down"), hi=edges.get("up")
+        )
+
+    def in_units(self, transformed: FloatArray) -> FloatArray:
+        """Values of the space the steps are judged in, back in the metric's units."""
+        with np.errstate(over="ignore"):
+            if self.space == "log":
+                return np.asarray(np.exp(transformed), np.float64)
+            if self.space == "binomial":
+                assert self.trials is not None
+                angle = np.clip(transformed, 0.0, math.pi / 2.0)
+                share = (np.sin(angle) ** 2 * (self.trials + 0.75) - 0.375) / self.trials
+                return np.asarray(np.clip(share, 0.0, 1.0), np.float64)
+        return transformed
+
+    def _attributed(self, harmful: FloatArray, night: _Night) -> BoolArray:
+        """The steps a night's fired statistics blame (`harmful`: each step's z, harmful direction up):
+        every step that exploded on its own, and within the steps of the statistics over several steps
+        that fired (the blocks, the edges' block or the trend where any fired, else the mean's: all), the
+        steps that moved beyond their own noise: past their t quantile at ATTRIBUTION split over those
+        steps, so that a clean step among them is blamed with probability at most ATTRIBUTION. Where none
+        did on its own, the one that moved most: a fired gate always names a step."""
+        m = len(harmful)
+        blamed = night.lone > 1.0 if len(night.lone) else np.zeros(m, bool)
+        several = len(night.severity) - (len(night.lone) > 0)  # the lone step's entry comes last
+        fired = np.flatnonzero(night.severity[:several] > 1.0).tolist()
+        covered = np.zeros(m, bool)
+        for first, last in [night.ranges[k] for k in fired if k > 0] or [night.ranges[k] for k in fired]:
+            covered[first : last + 1] = True
+        if covered.any():
+            count = int(covered.sum())
+            edge = _t_quantile(ATTRIBUTION / count, self.nights - 1) * math.sqrt(
+                1.0 + math.pi / (2.0 * self.nights)
+            )
+            moved = covered & (harmful > edge)
+            if not moved.any():
+                moved[int(np.argmax(np.where(covered, harmful, -np.inf)))] = True
+            blamed |= moved
+        return blamed
 
     def statistics(self, z_now: FloatArray, null: _Side) -> _Night:
         """Tonight's statistics on one side (`z_now`: each judged step's standardised value)."""

@@ -567,13 +567,20 @@ class Ruled:
         return cls(decision, judged, position, nights)
 
     def band(self, index: int) -> Band | None:
-        """The step's baseline as reports show it: the median of its window (no edges: the rule judges
-        the steps together)."""
+        """The step's baseline as reports show it: the median of its window, its night-to-night spread,
+        and the edges beyond which it fails on its own (the rule judges the steps together too: a step
+        within them fails when a statistic over several steps blames it)."""
         k = self.position.get(index)
         if k is None:
             return None
         d = self.decision
-        return Band(None if d is None else tidy(float(d.loc[k])), self.nights, None, None)
+        if d is None:
+            return Band(None, self.nights, None, None)
+
+        def at(values: np.ndarray | None) -> float | None:
+            return None if values is None else tidy(float(values[k]))
+
+        return Band(tidy(float(d.loc[k])), self.nights, at(d.lo), at(d.hi), at(d.spread))
 
     def step(self, index: int) -> tuple[Status, str] | None:
         """The status and reason of the index-th selected step, when the rule judged it."""
