@@ -74,6 +74,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg.models import MinChange
+
 Direction = Literal["up", "down", "both"]
 Space = Literal["linear", "log", "binomial"]
 Kind = Literal["mean", "edges", "trend", "step"]
@@ -177,10 +179,12 @@ def decide(
     direction: Direction,
     alpha: float,
     trials: int | None = None,
+    min_change: MinChange | None = None,
 ) -> Decision:
     """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
-    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS)."""
-    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values)
+    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS). With `min_change`
+    a step's change counts only beyond it."""
+    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values, min_change)
 
 
 class UnusableWindowError(ValueError):
@@ -365,10 +369,10 @@ class Null:
             raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
         )
 
-    def judge(self, values: FloatArray) -> Decision:
+    def judge(self, values: FloatArray, min_change: MinChange | None = None) -> Decision:
         m = len(values)
         with np.errstate(over="ignore"):  # a step far beyond a tiny scale is an infinite z: it fails
-            z_now = self.standardise(values)
+            z_now = self.standardise(values if min_change is None else self.beyond(values, min_change))
         best: Decision | None = None
         failing = np.zeros(m, bool)
         edges: dict[str, FloatArray] = {}
@@ -403,6 +407,18 @@ class Null:
         return dataclasses.replace(
             best, failing=failing, spread=spread, lo=edges.get("down"), hi=edges.get("up")
         )
+
+    def beyond(self, values: FloatArray, min_change: MinChange) -> FloatArray:
+        """Each step moved toward its baseline median by its minimum change (and no further): a change
+        within it counts as none, a larger one only for what exceeds it. The statistics then see a step
+        as moved only beyond its noise and beyond the minimum (a deterministic metric's constant window
+        has no noise: there the minimum alone decides)."""
+        least = np.maximum(
+            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
+        )
+        change = values - self.loc
+        moved: FloatArray = self.loc + np.sign(change) * np.maximum(np.abs(change) - least, 0.0)
+        return moved
 
     def in_units(self, transformed: FloatArray) -> FloatArray:
         """Values of the space the steps are judged in, back in the metric's units."""

@@ -561,6 +561,7 @@ class Ruled:
                 direction=direction,
                 alpha=gate.false_alarm,
                 trials=gate.trials,
+                min_change=None if gate.constraint is None else gate.constraint.min_change,
             )
         except UnusableWindowError as exc:
             return cls(None, judged, position, nights, f"budget rule, {nights} past nights: {exc}")
