@@ -38,13 +38,13 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    AR-like noise CORRELATED_SHARES: half to the mean, the rest evenly to the blocks, the trend and the
    edges (few independent values: the mean carries most of what the run says, and a block needs little
    budget to show its edges). The trend's spread is not its n past scores' but the one its jumps'
-   autocovariance gives, every lag pooled over every step and night (`_trend_spread`), its quantile a t of
-   the jumps' count of degrees of freedom (the t quantile of 19 nights is 11-14% wider at the trend's
-   share; a ramp is what 20 AR-like steps show least). The blocks' share is divided not by their count but
-   by the number of independent tests they are worth (Li and Ji's eigenvalue count on their correlation
-   across the past nights): overlapping blocks, and steps tied by AR noise or a shared shift, are fewer
-   tests than blocks. Block statistics share one pooled spread, with the degrees of freedom of as many
-   blocks as that correlation leaves independent.
+   autocovariance gives, every lag pooled over every step and night (`correlated.trend_spread`), its
+   quantile a t of the jumps' count of degrees of freedom (the t quantile of 19 nights is 11-14% wider at
+   the trend's share; a ramp is what 20 AR-like steps show least). The blocks' share is divided not by
+   their count but by the number of independent tests they are worth (Li and Ji's eigenvalue count on
+   their correlation across the past nights): overlapping blocks, and steps tied by AR noise or a shared
+   shift, are fewer tests than blocks. Block statistics share one pooled spread, with the degrees of
+   freedom of as many blocks as that correlation leaves independent.
 5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
    the split is scaled up, every share alike, until the statistics' joint null under that model spends
    the whole budget (`_joint_scale`, cached per shape; it replaces the Li-Ji count there): the mean, the
@@ -68,23 +68,22 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg import correlated, distributions, standardise
 from gatecfg.models import MinChange
+from gatecfg.standardise import Space
 
 Direction = Literal["up", "down", "both"]
-Space = Literal["linear", "log", "binomial"]
 Kind = Literal["mean", "edges", "trend", "step"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
 CLIP_Z = 5.0  # one step moves a many-step statistic by at most this many of its scales
-OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 # The share of the budget spent on the mean over all steps; the rest goes to the scans. The mean's power
 # saturates early (a 2 sigma shift of 20 steps is caught at any share), a narrow block's does not.
@@ -96,16 +95,9 @@ EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for 
 # every step is the mean's to find, and a block's edges stand out far enough to need little
 # (docs/calibration.md).
 CORRELATED_SHARES = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
-JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
-# The trend's spread pools its jumps over steps and nights (`_trend_spread`): its degrees of freedom are
-# capped here, where the t quantile is within 1.5% of the normal one at the trend's share (conservative,
-# and the exact quantile costs time in proportion to them).
-TREND_DF_MAX = 200
-RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
 POOLED_DF_BLOCKS = 4
-MAD_TO_SD = 1.4826
 # The joint null (`_joint_scale`): per RHO_BUCKET of rho, JOINT_NIGHTS draws of the statistics of a clean
 # night from one fixed seed.
 RHO_BUCKET = 0.05
@@ -261,19 +253,19 @@ class Null:
     @classmethod
     def _of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
         m, n = history.shape
-        space: Space = "binomial" if trials is not None else _space(history)
+        space: Space = "binomial" if trials is not None else standardise.space_of(history)
         raw_loc = np.median(history, axis=-1)
-        history = _transform(history, space, trials)
-        floor = _binomial_scale(trials) if trials is not None else 0.0
-        loc, spread = _location_spread(history)
-        scale = _floored(loc, spread, floor)
+        history = standardise.transform(history, space, trials)
+        floor = standardise.binomial_scale(trials) if trials is not None else 0.0
+        loc, spread = standardise.location_spread(history)
+        scale = standardise.floored(loc, spread, floor)
         # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
         others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
-        loo_loc, loo_scale = _location_scale(history[:, others], floor)
+        loo_loc, loo_scale = standardise.location_scale(history[:, others], floor)
         z_past = (history - loo_loc) / loo_scale  # m x n
         starts, width = _blocks(m)
         clip = CLIP_Z if m > 1 else math.inf
-        rho = _neighbour_correlation(np.clip(z_past, -clip, clip))
+        rho = correlated.neighbour_correlation(np.clip(z_past, -clip, clip))
         edges = rho >= EDGES_RHO and m >= 3
         directions = sides(direction)
         # The lone step's share comes off the others' (with one step the mean over all steps is that step).
@@ -307,7 +299,8 @@ class Null:
         binomial = (
             trials is not None
             and not edges
-            and float(np.mean(spread**2)) <= (floor * _chi_upper(m * (n - 1))) ** 2
+            and float(np.mean(spread**2))
+            <= (floor * distributions.chi_upper(m * (n - 1), BINOMIAL_CHECK)) ** 2
         )
         found = []
         for side in directions:
@@ -316,7 +309,7 @@ class Null:
             z = np.clip(sign * z_past, -clip, clip)
             # Statistics x nights, each statistic's extreme nights clipped like a step's extreme values:
             # one absurd night in the window must not widen every threshold out of reach.
-            matrix = _clip_outliers(_statistics(z, starts, width, spikes=trials is None))
+            matrix = standardise.clip_outliers(_statistics(z, starts, width, spikes=trials is None))
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
@@ -341,7 +334,9 @@ class Null:
             loo = math.sqrt((1.0 + math.pi / (2.0 * (n - 1))) / (1.0 + math.pi / (2.0 * n))) * inflate
             # A mean over all steps that moves more than coins do (a shift shared by a night) rules the
             # known spreads out for the whole gate.
-            if known is not None and measured[0] > known[0] * loo * _chi_upper(n - 1, MEAN_CHECK):
+            if known is not None and measured[0] > known[0] * loo * distributions.chi_upper(
+                n - 1, MEAN_CHECK
+            ):
                 known = None
             thresholds = [
                 c
@@ -349,20 +344,26 @@ class Null:
                     a,
                     df,
                     x,
-                    None if known is None or x > known[k] * loo * _chi_upper(df) else float(known[k]),
+                    None
+                    if known is None or x > known[k] * loo * distributions.chi_upper(df, BINOMIAL_CHECK)
+                    else float(known[k]),
                 )
                 for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
             ]
             if edges:
                 # The trend's spread pooled over steps and nights, the edges' measured on the nights.
-                edge = _clip_outliers(_edges(z, rho, n - 1)[0])
+                edge = standardise.clip_outliers(correlated.edges_score(z, rho, n - 1)[0])
                 for score, a_scan, (spread_scan, df) in (
-                    (_clip_outliers(_trend(z, rho)), a_trend, _trend_spread(z, rho)),
+                    (
+                        standardise.clip_outliers(correlated.trend(z, rho)),
+                        a_trend,
+                        correlated.trend_spread(z, rho),
+                    ),
                     (edge, a_edges, (float(edge.std(ddof=1)), n - 1)),
                 ):
                     centre = np.append(centre, score.mean())
                     ranges.append((0, m - 1))
-                    quantile = _t_quantile(a_scan, df)
+                    quantile = distributions.t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), largest, lone)))
         return cls(
@@ -448,7 +449,7 @@ class Null:
             covered[first : last + 1] = True
         if covered.any():
             count = int(covered.sum())
-            edge = _t_quantile(ATTRIBUTION / count, self.nights - 1) * math.sqrt(
+            edge = distributions.t_quantile(ATTRIBUTION / count, self.nights - 1) * math.sqrt(
                 1.0 + math.pi / (2.0 * self.nights)
             )
             moved = covered & (harmful > edge)
@@ -464,8 +465,8 @@ class Null:
         stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
         ranges = list(null.ranges)
         if self.edges:
-            score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
-            stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
+            score, first_edge, last_edge = correlated.edges_score(now, self.rho, self.nights - 1)
+            stats = np.append(stats, [correlated.trend(now, self.rho)[0], score[0]])
             ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
         severity = (stats - null.centres) / (null.thresholds - null.centres)
         thresholds = null.thresholds
@@ -492,7 +493,7 @@ class Null:
 
     def standardise(self, values: FloatArray) -> FloatArray:
         """Each judged step's distance from its baseline in its scales, in the space it is judged in."""
-        return (_transform(values, self.space, self.trials) - self.centre) / self.scale
+        return (standardise.transform(values, self.space, self.trials) - self.centre) / self.scale
 
 
 def _binomial_spreads(
@@ -511,23 +512,8 @@ def _quantile(upper: float, df: int, spread: float, known: float | None) -> floa
     """How far above its centre a statistic fails: its Student t quantile times its spread measured on
     the past nights (`df` degrees of freedom), or with a `known` spread the normal quantile times that."""
     if known is None:
-        return _t_quantile(upper, df) * spread
-    return _NORMAL.inv_cdf(1.0 - upper) * known
-
-
-def chi2_upper(df: int, level: float) -> float:
-    """Chi-square's upper `level` point with `df` degrees of freedom, by Wilson and Hilferty's (1931) cube
-    root normal approximation: within 0.5% of the exact value from 4 degrees of freedom, within 3% at 1
-    (scipy.stats would cost a command a second of imports for it)."""
-    c = 2.0 / (9.0 * df)
-    return df * (1.0 - c + _NORMAL.inv_cdf(1.0 - level) * math.sqrt(c)) ** 3
-
-
-@cache
-def _chi_upper(df: int, level: float = BINOMIAL_CHECK) -> float:
-    """sqrt(chi2 / df) at its upper `level` point: a spread with df degrees of freedom exceeds the true
-    one by this factor with probability `level`."""
-    return math.sqrt(chi2_upper(df, level) / df)
+        return distributions.t_quantile(upper, df) * spread
+    return distributions.NORMAL.inv_cdf(1.0 - upper) * known
 
 
 def _shares(edges: bool, blocks: bool) -> tuple[float, float, float, float]:
@@ -579,7 +565,7 @@ def _joint_scale(
         # draws with any failure instead rests the whole rate on a hundred-odd draws in the tail, and
         # moved the scale by 10-20% from one rho bucket to the next.
         shares_up = scale_up * target * w
-        q = np.array([_NORMAL.inv_cdf(1.0 - x) for x in shares_up[: len(u)]])
+        q = np.array([distributions.NORMAL.inv_cdf(1.0 - x) for x in shares_up[: len(u)]])
         failing = (u > q[:, None]).sum(axis=0)
         return float(shares_up.sum() - np.mean(np.maximum(failing - 1, 0)))
 
@@ -606,7 +592,7 @@ def _gaussian_statistics(
     for row, start in enumerate(starts, start=1):
         weights[row, start : start + width] = 1.0 / width
     if trend:  # the whitened ramp's projection of the whitened steps, as weights on the steps
-        weights[-1] = _unit_ramp(m, rho) @ _whiten(np.eye(m), rho)
+        weights[-1] = correlated.unit_ramp(m, rho) @ correlated.whiten(np.eye(m), rho)
     lags = np.abs(np.subtract.outer(np.arange(m), np.arange(m)))
     covariance = weights @ (rho**lags if rho > 0 else np.eye(m)) @ weights.T
     sd = np.sqrt(np.diag(covariance))
@@ -644,8 +630,8 @@ def _lone_thresholds(z: FloatArray, level: float, nights: int) -> tuple[float, f
     largest step is an outlier among the nights' (5 robust scales of their logs) counts at that bound:
     one absurd night must not lift the thresholds out of reach."""
     m = z.shape[0]
-    noise = _t_quantile(level, nights - 1) * math.sqrt(1.0 + math.pi / (2.0 * nights))
-    logs = _clip_outliers(np.log(np.maximum(z.max(axis=0), 1.0))[None, :])[0]
+    noise = distributions.t_quantile(level, nights - 1) * math.sqrt(1.0 + math.pi / (2.0 * nights))
+    logs = standardise.clip_outliers(np.log(np.maximum(z.max(axis=0), 1.0))[None, :])[0]
     spread = float(logs.std(ddof=1))
     margin = 1.0
     if spread > 0:
@@ -653,15 +639,6 @@ def _lone_thresholds(z: FloatArray, level: float, nights: int) -> tuple[float, f
         margin = min(max(((1.0 / (level * m) - 1.0) / nights) ** (1.0 / tail), 1.0), STEP_MARGIN_MAX)
     largest = math.exp(float(logs.max()))
     return max(noise, largest), max(STEP_FLOOR, margin * largest)
-
-
-def _clip_outliers(stats: FloatArray) -> FloatArray:
-    """Each row's values (the past nights in the columns) clipped to OUTLIER_MADS robust scales of the
-    row's median, as a step's window values are before its scale is taken."""
-    loc, mad = _median_mad(stats)
-    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
-    clipped: FloatArray = np.clip(stats, (loc - reach)[..., None], (loc + reach)[..., None])
-    return clipped
 
 
 def _statistics(
@@ -686,109 +663,6 @@ def _statistics(
         else:
             stats += list(total)
     return np.array(stats)
-
-
-def _neighbour_correlation(z: FloatArray) -> float:
-    """The correlation of neighbouring steps, pooled over the steps and nights of `z` (standardised
-    steps x nights), within [0, RHO_MAX]; 0 for fewer than 3 steps."""
-    if z.shape[0] < 3:
-        return 0.0
-    before, after = z[:-1], z[1:]
-    norm = math.sqrt(float(np.sum(before * before)) * float(np.sum(after * after)))
-    return min(max(float(np.sum(before * after)) / norm, 0.0), RHO_MAX) if norm > 0 else 0.0
-
-
-_NORMAL = NormalDist()
-
-
-def _edges(
-    z: FloatArray, rho: float, df: int
-) -> tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per column of `z` (steps x nights, m >= 3): the normal score of the strongest block's edges, and
-    that block's first and last step.
-
-    Whitened, the steps' jumps `e` are nearly independent unit normals on a clean night; a block a..b
-    shifted up jumps up at a and down at b + 1. The statistic is the largest min(e_a, -e_j) over
-    a <= j - 2 (a block of two or more steps: a spike's own up and down jumps are neighbours). For
-    independent jumps it exceeds t with probability 1 - (1 - p)^(m-2) (1 + (m-2) p), p = P(e > t)
-    (a three-state chain: no up jump yet, one just now, one two or more steps back), which maps it to a
-    normal score; p is a Student t tail with `df` degrees of freedom, the steps' scales being estimated
-    from that many nights. The past nights then measure how far the real noise departs from that."""
-    m = z.shape[0]
-    jumps = _whiten(z, rho)
-    rises = np.maximum.accumulate(jumps, axis=0)  # the largest up jump at or before each step
-    pairs = np.minimum(rises[:-2], -jumps[2:])  # row i: the largest up jump by step i, down at i + 2
-    row = np.argmax(pairs, axis=0)
-    columns = np.arange(z.shape[1])
-    best = pairs[row, columns]
-    first = np.array([int(np.argmax(jumps[: r + 1, c])) for c, r in enumerate(row)], np.int64)
-    p = np.array(
-        [_t_upper_tail(float(t), df) if t >= 0 else 1.0 - _t_upper_tail(-float(t), df) for t in best]
-    )
-    k = m - 2
-    with np.errstate(divide="ignore"):
-        tail = -np.expm1(k * np.log1p(-p) + np.log1p(k * p))
-    tail = np.clip(tail, 1e-300, 1.0 - 1e-16)
-    score = np.array([-_NORMAL.inv_cdf(float(q)) for q in tail])
-    return score, first, (row + 1).astype(np.int64)
-
-
-def _whiten(z: FloatArray, rho: float) -> FloatArray:
-    """The steps' jumps (rows of `z`, nights in the columns) under AR(1) noise of correlation rho: the
-    first step as it is, then `(z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, unit normal and independent on a
-    clean night of that noise."""
-    jumps = z.copy()
-    jumps[1:] = (z[1:] - rho * z[:-1]) / math.sqrt(1.0 - rho * rho)
-    return jumps
-
-
-def _trend(z: FloatArray, rho: float) -> FloatArray:
-    """Per column of `z` (steps x nights, m >= 3): the drift along the run, the whitened steps' jumps
-    (each clipped to +-JUMP_CLIP) projected on the whitened ramp from 0 at the first step to 1 at the
-    last, scaled to unit norm (a clean night's trend is then about a unit normal).
-
-    Under AR(1) noise that projection is the best linear test of a ramp (generalised least squares),
-    and it weighs the last step most: a drift has reached its largest there, and the jump into the last
-    step is the news. Clipping the jumps bounds what one spiking step can add, even the last one, whose
-    jump back is never seen."""
-    return np.asarray(_unit_ramp(len(z), rho) @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
-
-
-def _unit_ramp(m: int, rho: float) -> FloatArray:
-    """The trend's weights on the whitened jumps: the whitened ramp from 0 at the first of m steps to 1 at
-    the last, scaled to unit norm."""
-    ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
-    return ramp / float(np.linalg.norm(ramp))
-
-
-def _trend_spread(z: FloatArray, rho: float) -> tuple[float, int]:
-    """The clean spread of `_trend` on the nights of `z` (steps x nights), and its degrees of freedom.
-
-    The trend is a weighted sum of the clipped whitened jumps, so its variance is a weighted sum of the
-    jumps' autocovariances at every lag. Those are pooled over every step and night (the jumps are taken
-    as stationary along the run: the steps' own scales already absorb a spread that varies), so the
-    spread rests on the steps x nights jumps, not on the n nights' trend scores alone. Every lag counts,
-    unweighted: a shift shared by a night's steps (jumps correlated at any distance) is in the spread,
-    not assumed away.
-
-    Degrees of freedom: the jumps' count less their steps' means, at most TREND_DF_MAX. That is
-    generous (the long lags rest on few pairs; Satterthwaite's count from the nights' scatter is 20-130
-    at 20-1,000 steps): alone, the trend fails about a quarter more clean AR(1) nights than its share
-    (0.26% of 20,000 at 20 steps for a share of 0.21%; 0.12% with the past scores' spread and t quantile),
-    within what the mean and the blocks leave of theirs (they spend about half: leave-one-out spreads
-    are conservative), so the whole gate stays within budget (0.67% of those nights; docs/calibration.md)."""
-    m, n = z.shape
-    ramp = _unit_ramp(m, rho)
-    jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
-    centred = jumps - jumps.mean(axis=1, keepdims=True)
-    size = 1 << (2 * m - 1).bit_length()  # zero-padded: a circular product would wrap lags around
-    spectrum = np.fft.rfft(centred, size, axis=0)
-    lagged = np.fft.irfft(spectrum * spectrum.conj(), size, axis=0)[:m]  # lag x night: sum_i d_i d_i+k
-    pairs = np.correlate(ramp, ramp, "full")[m - 1 :]  # sum_i r_i r_i+k
-    weights = pairs * np.where(np.arange(m) > 0, 2.0, 1.0) / (m - np.arange(m))
-    # Over the nights, n / (n - 1): every step's jumps are centred on their mean over those nights.
-    variance = float((weights @ lagged).mean()) * n / (n - 1)
-    return math.sqrt(max(variance, 0.0)), min(m * (n - 1), TREND_DF_MAX)
 
 
 def _block_correlation(blocks: FloatArray) -> FloatArray:
@@ -816,71 +690,6 @@ def _effective_tests(correlation: FloatArray) -> float:
     return float(np.clip(np.sum((eigen >= 1.0) + eigen - np.floor(eigen)), 1.0, count))
 
 
-def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:
-    """Into the space where a metric's noise is near symmetric: log for a positive metric (norms, KLs,
-    lognormal noise), Anscombe's arcsine for a mean of `trials` Bernoulli draws (whose spread is then
-    1 / (2 sqrt(trials)) whatever p), as is for the rest."""
-    if space == "log":
-        with np.errstate(divide="ignore"):  # tonight at 0 (or below) among positive nights: -inf
-            return np.log(np.maximum(values, 0.0))
-    if space == "binomial":
-        assert trials is not None
-        share = np.clip(values, 0.0, 1.0)
-        return np.arcsin(np.sqrt((share * trials + 0.375) / (trials + 0.75)))
-    return values
-
-
-def _space(history: FloatArray) -> Space:
-    """Log space for a positive metric whose window is more symmetric there (norms, KLs: right-skewed),
-    else the metric's own units (a bounded reward near 0.5 is symmetric as it is, and skewed in logs)."""
-    if not (history > 0).all():
-        return "linear"
-    return "log" if abs(_skew(np.log(history))) < abs(_skew(history)) else "linear"
-
-
-def _skew(history: FloatArray) -> float:
-    """The pooled skewness of the steps' standardised values (each clipped to +-OUTLIER_MADS, so that one
-    spike does not decide it)."""
-    loc, scale = _location_scale(history, 0.0)
-    z = np.clip((history - loc[:, None]) / scale[:, None], -OUTLIER_MADS, OUTLIER_MADS)
-    return float(np.mean(z**3))
-
-
-def _binomial_scale(trials: int) -> float:
-    return 0.5 / math.sqrt(trials + 0.5)
-
-
-def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, FloatArray]:
-    """Per row (the last axis holds the nights): the median, and `_location_spread`'s standard deviation
-    never below `floor` (the binomial spread), never zero."""
-    loc, spread = _location_spread(history)
-    return loc, _floored(loc, spread, floor)
-
-
-def _location_spread(history: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
-    OUTLIER_MADS robust scales clipped."""
-    loc, mad = _median_mad(history)
-    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
-    clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
-    spread: FloatArray = clipped.std(axis=-1, ddof=1)
-    return loc, spread
-
-
-def _median_mad(values: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per row (the last axis holds the nights): the median, and the median absolute deviation as a
-    normal standard deviation."""
-    loc = np.median(values, axis=-1)
-    return loc, np.median(np.abs(values - loc[..., None]), axis=-1) * MAD_TO_SD
-
-
-def _floored(loc: FloatArray, spread: FloatArray, floor: float) -> FloatArray:
-    """A spread as a scale: never below `floor`, and for a constant step not zero but a size relative to
-    its value (any change is a change, not a division by 0)."""
-    scale: FloatArray = np.maximum(np.maximum(spread, floor), np.maximum(np.abs(loc) * 1e-9, 1e-300))
-    return scale
-
-
 def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
     """Start indices of the blocks of BLOCK_SHARE of m steps at half-block strides (the last block ends at
     the last step), and their width; no blocks for a single step."""
@@ -892,51 +701,6 @@ def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
     if starts[-1] != m - width:
         starts.append(m - width)
     return np.array(starts, np.int64), width
-
-
-@cache
-def _t_quantile(upper: float, df: int) -> float:
-    """The Student t value a draw with `df` degrees of freedom exceeds with probability `upper`.
-
-    Exact for the integer degrees of freedom this rule uses: the closed-form CDF inverted by bisection.
-    It keeps scipy (over 100 MB) out of the core install, where every budget gate needs this one number;
-    tests/test_budget.py checks it against `scipy.special.stdtrit`.
-    """
-    if upper >= 0.5:
-        return -_t_quantile(1.0 - upper, df) if upper > 0.5 else 0.0
-    lo, hi = 0.0, 1.0
-    while _t_upper_tail(hi, df) > upper:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):  # the interval halves each time: far below a float's resolution at the end
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if _t_upper_tail(mid, df) > upper:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _t_upper_tail(t: float, df: int) -> float:
-    """P(T > t) for t >= 0 and a Student T with integer `df` (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
-    theta = math.atan(t / math.sqrt(df))
-    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
-    if df % 2 == 0:
-        term = total = 1.0
-        for k in range(2, df, 2):  # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(df-2)
-            term *= cos2 * (k - 1) / k
-            total += term
-        within = sin * total
-    else:
-        term = total = 0.0
-        if df > 1:
-            term = total = math.cos(theta)
-            for k in range(3, df - 1, 2):  # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 + ... up to cos^(df-2)
-                term *= cos2 * (k - 1) / k
-                total += term
-        within = 2.0 / math.pi * (theta + sin * total)
-    return (1.0 - within) / 2.0  # `within` is P(|T| <= t)
 
 
 def _pct(values: FloatArray, loc: FloatArray) -> float | None:

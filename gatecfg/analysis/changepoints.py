@@ -63,7 +63,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gatecfg.budget import chi2_upper
+from gatecfg.distributions import chi2_upper
 
 MIN_REGIME = 3
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
