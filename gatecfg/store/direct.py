@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Self
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
 from gatecfg.memory import collector_paused
+from gatecfg.store.facts import SCHEMA_REVISION, SQLITE_BUSY_TIMEOUT_S, STORE_HINT, VERSION_TABLE
+from gatecfg.store.protocol import StoreReads
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSpec,
@@ -51,13 +53,6 @@ if TYPE_CHECKING:
     from gatecfg.store.store import Store
     from gatecfg.store.writes import Points
 
-# The newest migration in store/migrations (a test holds the two together) and the table Alembic records
-# it in; here, so that reading the revision needs neither SQLAlchemy nor Alembic.
-SCHEMA_REVISION = "0004"
-VERSION_TABLE = "alembic_version"
-STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
-# The wait for another writer's lock that store/engine.py sets as `PRAGMA busy_timeout` (milliseconds).
-SQLITE_BUSY_TIMEOUT_S = 30.0
 
 # What reads directly: a plain SQLite file URL. A query string (`?timeout=`, `?mode=`), percent-escapes,
 # `:memory:` and `file:` URIs are left to SQLAlchemy's parsing, as is every other store.
@@ -137,7 +132,7 @@ WHERE coordinates.test = ? AND coordinates.metric = ?{where}
 """
 
 
-class DirectStore:
+class DirectStore(StoreReads):
     """The store as `gatecfg evaluate` and `gatecfg regimes` use it: `baselines`, `has_runs`,
     `coordinates_for` and `write_run`; `history`. Each is `Store`'s method of the same name, in effect."""
 
@@ -184,7 +179,7 @@ class DirectStore:
         baseline: Baseline = "trusted",
         exclude_run_id: str | None = None,
     ) -> Baselines:
-        """As `Store.baselines`."""
+        """`StoreReads.baselines`, directly when no coordinate carries history and every window is regular."""
         if self._conn is not None and window >= 1:
             with self._read("read baselines from the history store") as conn:
                 found = _baselines(conn, coordinates, window, baseline, exclude_run_id)
@@ -195,7 +190,7 @@ class DirectStore:
         )
 
     def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
-        """As `Store.has_runs`."""
+        """`StoreReads.has_runs`."""
         if self._conn is None:
             return self._full().has_runs(series_key, exclude_run_id=exclude_run_id)
         excluded, params = _excluded(exclude_run_id)
@@ -212,7 +207,7 @@ class DirectStore:
         series_key: str | None = None,
         limit: int | None = None,
     ) -> list[HistoryRow]:
-        """As `Store.history`."""
+        """`StoreReads.history`."""
         if self._conn is None:
             return self._full().history(
                 test=test, metric=metric, step=step, series_key=series_key, limit=limit
@@ -221,7 +216,7 @@ class DirectStore:
             return _history(conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit)
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
-        """As `Store.coordinates_for` (the re-key check of a cold gate)."""
+        """`StoreReads.coordinates_for` (the re-key check of a cold gate)."""
         if self._conn is None:
             return self._full().coordinates_for(series_key, metric)
         with self._read("read coordinates from the history store") as conn:

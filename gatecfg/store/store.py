@@ -17,7 +17,6 @@ from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
 from gatecfg.store import baselines, inventory, links, reads, retention, writes
-from gatecfg.store.direct import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -27,7 +26,9 @@ from gatecfg.store.engine import (
     redact,
     store_errors,
 )
+from gatecfg.store.facts import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.links import Carry
+from gatecfg.store.protocol import StoreReads
 from gatecfg.store.retention import Retained
 from gatecfg.store.rows import (
     Baseline,
@@ -53,7 +54,7 @@ PG_UPGRADE_LOCK = 0x6761746563666701
 BULK_CACHE_KIB = -32_768
 
 
-class Store:
+class Store(StoreReads):
     """A history store. Open with `Store.open(url)`; use as a context manager or call `close()`."""
 
     def __init__(self, engine: Engine, url: str) -> None:
