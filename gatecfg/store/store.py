@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, retention, writes
+from gatecfg.store import baselines, inventory, links, reads, retention, statements, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -174,11 +174,8 @@ class Store(StoreReads):
 
     def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
         """Whether any run of this series is stored (besides `exclude_run_id`, the run being judged)."""
-        query = sa.select(runs.c.pk).where(runs.c.series_key == series_key)
-        if exclude_run_id is not None:
-            query = query.where(runs.c.run_id != exclude_run_id)
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+            return conn.execute(statements.has_runs(series_key, exclude_run_id)).first() is not None
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """Every stored key of one series and metric with its amount of history, most recent first."""
