@@ -8,10 +8,10 @@ makes. `DirectStore.open` therefore reads directly where it can: a SQLite file n
 `Store` runs on SQLite, defined once in store/statements.py and compiled to SQLite text ahead of time into
 store/sqlite_reads.py (the window walk, the steps of one run per digest, the values; a metric's history;
 the keys a metric is stored under, for the re-key check of a cold gate), plus the carry and has-runs
-checks. Anything else goes through `Store`, opened on
-first need, so that every message, check and guarantee stays that class's: PostgreSQL, a URL with options,
-a store to create or upgrade, coordinates that carry history from others, windows whose runs stored other
-steps (read on into older runs), and writes.
+checks. Anything else goes through `Store`, opened on first need, so that every message, check and
+guarantee stays that class's: PostgreSQL, a URL with options, a store to create or upgrade, coordinates
+that carry history from others, windows whose runs stored other steps (read on into older runs), and
+writes.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 # `:memory:` and `file:` URIs are left to SQLAlchemy's parsing, as is every other store.
 PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<path>[^?%\x00]+)")
 
-# The spec's columns, by name in a statement's result: `coordinates`' own columns come first there.
+# The columns of a stored coordinate that make its spec, looked up by name in a statement's result.
 SPEC_FIELDS = ("coordinate", "series_key", "test", "metric", "steps_key", "constraint_key")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import pprint
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,38 +240,29 @@ def history_values(
     return query if limit is None else query.limit(sa.bindparam("limit", limit))
 
 
-# The statements the direct reader runs, by name, built with stand-in values that choose each variant.
-# `history` always has a LIMIT there: -1 is SQLite's "no limit".
-_SOME: list[str] = ["0"]
-_PAIRS = [(0, 0)]
-DIRECT: dict[str, Callable[[], sa.Select[Any]]] = {
-    "carried": lambda: any_carried(_SOME),
-    "has_runs": lambda: has_runs("", None),
-    "has_runs excluding": lambda: has_runs("", ""),
-    "keys_of_metric": lambda: keys_of_metric("", ""),
-    "points steps": lambda: sqlite_points(STEP_COLUMNS, _PAIRS),
-    "points values": lambda: sqlite_points(VALUE_COLUMNS, _PAIRS),
-    **{
-        f"walk {baseline}{' excluding' * excluded}": (
-            lambda b=baseline, e=excluded: sqlite_walk(_SOME, 1, b, "" if e else None)  # type: ignore[misc]
-        )
-        for baseline in ("trusted", "nightly")
-        for excluded in (False, True)
-    },
-    **{
-        f"history_keys{' in_series' * in_series}": (
-            lambda s=in_series: history_keys("", "", "" if s else None)  # type: ignore[misc]
-        )
-        for in_series in (False, True)
-    },
-    **{
-        f"history{' at_step' * at_step}{' in_series' * in_series}": (
-            lambda a=at_step, s=in_series: history_values("", "", 0 if a else None, "" if s else None, -1)  # type: ignore[misc]
-        )
-        for at_step in (False, True)
-        for in_series in (False, True)
-    },
-}
+def direct_statements() -> dict[str, sa.Select[Any]]:
+    """The statements the direct reader runs, by the name it runs them by, each variant built with
+    stand-in values. `history` always has a LIMIT there: -1 is SQLite's "no limit"."""
+    some, pairs = ["0"], [(0, 0)]
+    found = {
+        "carried": any_carried(some),
+        "has_runs": has_runs("", None),
+        "has_runs excluding": has_runs("", ""),
+        "keys_of_metric": keys_of_metric("", ""),
+        "points steps": sqlite_points(STEP_COLUMNS, pairs),
+        "points values": sqlite_points(VALUE_COLUMNS, pairs),
+    }
+    baselines: tuple[Baseline, ...] = ("trusted", "nightly")
+    for baseline in baselines:
+        found[f"walk {baseline}"] = sqlite_walk(some, 1, baseline, None)
+        found[f"walk {baseline} excluding"] = sqlite_walk(some, 1, baseline, "")
+    for series_key, in_series in ((None, ""), ("", " in_series")):
+        found[f"history_keys{in_series}"] = history_keys("", "", series_key)
+        for step, at_step in ((None, ""), (0, " at_step")):
+            found[f"history{at_step}{in_series}"] = history_values("", "", step, series_key, -1)
+    return found
+
+
 # The parameters a caller supplies; every other one is a constant of the statement (FINITE's bounds, the
 # OFFSET 0 SQLite compiles with a LIMIT), written into the generated file.
 GIVEN = frozenset(
@@ -297,7 +288,7 @@ def compiled(
 
 def render() -> str:
     """The text of store/sqlite_reads.py."""
-    table = {name: compiled(build()) for name, build in sorted(DIRECT.items())}
+    table = {name: compiled(statement) for name, statement in sorted(direct_statements().items())}
     return HEADER + pprint.pformat(table, width=110, sort_dicts=True) + "\n"
 
 
