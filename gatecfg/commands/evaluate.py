@@ -96,6 +96,8 @@ def run_evaluation(req: Request) -> RunReport:
                 write_override=req.write_override,
             )
             stored = store.write_run(info, _points(results, series, test))
+            if not stored:
+                _check_same_series(store, info)
         return RunReport(
             test=test,
             gate_file=resolved.file,
@@ -127,6 +129,22 @@ def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: b
         else "every gate is cold and cannot fail; the first nightly `--write` starts the history"
     )
     return f"NOTICE: no stored history for series {series} in {store}: {consequence}"
+
+
+def _check_same_series(store: DirectStore, run: RunInfo) -> None:
+    """A run id already stored is this run written again (idempotent) only when it is this test's and
+    series': under another, the write would vanish behind exit 0 (`import` refuses the same case)."""
+    other = store.runs_by_id([run.run_id]).get(run.run_id)
+    if other is None or (other.run.test, other.run.series_key) == (run.test, run.series_key):
+        return
+    labels = f" with labels {dict(other.run.labels)}" if other.run.test == run.test else ""
+    raise InputError.at(
+        "--run-id",
+        f"run id `{run.run_id}` is already stored for test `{other.run.test}`{labels}; "
+        "this run was not written",
+        hint="run ids are unique across the store: give each test's nightly its own id "
+        "(e.g. append the test name to the CI run id), or check --test and --series",
+    )
 
 
 def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:

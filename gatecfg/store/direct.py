@@ -34,6 +34,7 @@ from gatecfg.store.rows import (
     CoordinateSummary,
     HistoryRow,
     RunInfo,
+    RunRow,
     history_row,
 )
 from gatecfg.store.windowing import (
@@ -240,6 +241,10 @@ class DirectStore:
     def write_run(self, run: RunInfo, points: Points) -> bool:
         """As `Store.write_run`."""
         return self._full().write_run(run, points)
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """As `Store.runs_by_id` (asked only when a write found its run id stored)."""
+        return self._full().runs_by_id(run_ids)
 
     def _full(self) -> Store:
         if self._store is None:
