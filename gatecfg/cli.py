@@ -198,6 +198,11 @@ def build_parser() -> _Parser:
         chosen.add_argument("--run-id", help="one run")
         chosen.add_argument("--commit", help="every run of a commit")
         chosen.add_argument("--ci-run-id", help="every run of a CI run (all tests, all attempts)")
+        p.add_argument(
+            "--metric",
+            help="only this metric's values of those runs (its gate's baseline); the run's other gates "
+            "keep their trust",
+        )
         p.add_argument("--reason", help="kept with the run, shown by `gatecfg history`")
         _db_option(p)
 
@@ -275,6 +280,7 @@ def _trust(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         commit=args.commit,
         ci_run_id=args.ci_run_id,
+        metric=args.metric,
         reason=args.reason,
     )
 

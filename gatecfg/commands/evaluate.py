@@ -5,6 +5,7 @@ pytest plugin and `gatecfg demo` all go through it; `print_report` is what the C
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -202,7 +203,7 @@ def _points(results: Sequence[GateVerdicts], series: str, test: str) -> dict[Coo
             constraint_key=r.gate.constraint_key,
         )
         # The band alone, not the reason: a nightly stores 40,000 of them.
-        stored = r.stored_columns()
+        stored = dataclasses.replace(r.stored_columns(), gate_trusted=not r.blocks_trust)
         if len(stored):
             points[spec] = stored
     return points

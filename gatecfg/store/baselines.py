@@ -194,7 +194,11 @@ def _newest_runs(
     other_steps = (
         sa.select(run_coordinates.c.coordinate_pk)
         .distinct()
-        .select_from(run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk))
+        .select_from(
+            run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk).join(
+                coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk
+            )
+        )
         .where(
             sa.or_(*(_other_digests(windows[coordinate]) for coordinate in uncertain)),
             *_run_criteria(baseline, exclude_run_id),
@@ -216,7 +220,7 @@ def _other_digests(window_runs: WindowRuns) -> sa.ColumnElement[bool]:
 
 
 def _run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
-    criteria = [qualifies(baseline)]
+    criteria = [qualifies(baseline, coordinates.c.coordinate)]
     if exclude_run_id is not None:
         criteria.append(runs.c.run_id != exclude_run_id)
     return criteria

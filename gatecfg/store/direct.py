@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 # The newest migration in store/migrations (a test holds the two together) and the table Alembic records
 # it in; here, so that reading the revision needs neither SQLAlchemy nor Alembic.
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 VERSION_TABLE = "alembic_version"
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # The wait for another writer's lock that store/engine.py sets as `PRAGMA busy_timeout` (milliseconds).
@@ -64,9 +64,18 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 # `:memory:` and `file:` URIs are left to SQLAlchemy's parsing, as is every other store.
 PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<path>[^?%\x00]+)")
 
+# reads.GATE_TRUSTED and reads.qualifies written out for SQLite.
+GATE_TRUSTED = (
+    "coalesce(run_coordinates.trust_override, runs.trust_override, "
+    "CASE WHEN run_coordinates.rejoined IS NOT NULL THEN 1 END, run_coordinates.gate_trusted, runs.gate_trusted)"
+)
+BEFORE_SHIFT = (
+    "NOT EXISTS (SELECT 1 FROM shifts WHERE shifts.coordinate = coordinates.coordinate "
+    "AND shifts.undone_at IS NULL AND shifts.first_created_at > runs.created_at)"
+)
 TRUSTED = {
-    "trusted": "coalesce(runs.trust_override, runs.gate_trusted) IS 1",
-    "nightly": "coalesce(runs.trust_override, 1) IS 1",
+    "trusted": f"{GATE_TRUSTED} IS 1 AND {BEFORE_SHIFT}",
+    "nightly": f"coalesce(run_coordinates.trust_override, runs.trust_override, 1) IS 1 AND {BEFORE_SHIFT}",
 }
 
 CARRIED = "SELECT 1 FROM carries WHERE carries.coordinate IN ({hashes}) AND carries.undone_at IS NULL LIMIT 1"
@@ -124,14 +133,13 @@ KEYS_OF_METRIC = """
 SELECT coordinates.coordinate, coordinates.series_key, coordinates.test, coordinates.metric,
   coordinates.steps_key, coordinates.constraint_key,
   coalesce(sum(run_coordinates.n_values), 0),
-  coalesce(sum(CASE WHEN (coalesce(runs.trust_override, runs.gate_trusted) IS 1)
-    THEN run_coordinates.n_values ELSE 0 END), 0),
+  coalesce(sum(CASE WHEN ({gate_trusted} IS 1) THEN run_coordinates.n_values ELSE 0 END), 0),
   count(runs.pk), max(runs.created_at) AS last_written
 FROM coordinates LEFT OUTER JOIN run_coordinates ON run_coordinates.coordinate_pk = coordinates.pk
   LEFT OUTER JOIN runs ON runs.pk = run_coordinates.run_pk
 WHERE coordinates.series_key = ? AND coordinates.metric = ?
 GROUP BY coordinates.pk ORDER BY last_written DESC, coordinates.coordinate
-"""
+""".format(gate_trusted=GATE_TRUSTED)
 HISTORY_KEYS = """
 SELECT pk, coordinate, series_key, test, metric, steps_key, constraint_key FROM coordinates
 WHERE coordinates.test = ? AND coordinates.metric = ?{where}

@@ -239,8 +239,10 @@ class Store:
         commit: str | None = None,
         ci_run_id: str | None = None,
         reason: str | None = None,
+        metric: str | None = None,
     ) -> tuple[int, int]:
-        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing."""
+        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing. With
+        `metric`, only that metric's values in those runs (its gate's baseline): (runs holding it, changed)."""
         selectors = [
             column == value
             for column, value in (
@@ -253,6 +255,10 @@ class Store:
         if len(selectors) != 1:
             raise ValueError("set_trust takes exactly one of run_id, commit and ci_run_id")
         with self._errors("change run trust in the history store"), self._writer.begin() as conn:
+            if metric is not None:
+                return writes.set_metric_trust(
+                    conn, trusted=trusted, selector=selectors[0], metric=metric, reason=reason
+                )
             return writes.set_trust(conn, trusted=trusted, selector=selectors[0], reason=reason)
 
     def history(
