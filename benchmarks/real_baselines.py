@@ -58,6 +58,7 @@ every version is a deliberate refresh.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import csv
 import gzip
 import json
@@ -66,16 +67,19 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 from scipy.special import stdtrit
 
 from gatecfg.budget import MIN_NIGHTS
+from gatecfg.following import change
 from gatecfg.resolve import Policy, ResolvedGate, load_tree
 from gatecfg.select import LAST_STEP, Selection
+from gatecfg.shifts import Recent, find_shift
 from gatecfg.verdicts import GateVerdicts, evaluate
 from gatecfg.windows import Baselines, Window
 
@@ -84,6 +88,8 @@ SERIES = Path("/work/shared/real/django-asv/series.csv.gz")
 METRIC = "asv/seconds"
 FACTORS = (1.25, 1.10)
 CAUGHT_WITHIN = 3  # nights
+T0 = datetime(2020, 1, 1, tzinfo=UTC)
+KEPT_NIGHTS = 200
 Array = np.ndarray
 
 
@@ -128,11 +134,20 @@ def shipped_gate(steps: str = "last", direction: str = "up") -> tuple[ResolvedGa
 
 
 @dataclass
-class GateState:
-    """What the store holds for one gate of a replayed series: the values its baseline policy admitted,
-    oldest first (the store's baseline query reads the newest `window` of them)."""
+class Night:
+    """One stored run of the replayed gate, as the store keeps it (store/follow.py)."""
 
-    admitted: list[float]
+    run_id: str
+    created_at: datetime
+    value: float
+    change: float | None  # mean relative change against the baseline it was judged by
+    failed: bool  # the gate's own verdict when written
+    rejoined: bool = False  # a failed value that later joined the baseline (recovered, or an accepted shift)
+    floor: bool = False  # older than the first run of an accepted shift: out of the baseline
+
+    @property
+    def in_baseline(self) -> bool:
+        return (not self.failed or self.rejoined) and not self.floor
 
 
 def judge_night(gate: ResolvedGate, policy: Policy, window: Sequence[float], value: float) -> GateVerdicts:
@@ -145,33 +160,68 @@ def judge_night(gate: ResolvedGate, policy: Policy, window: Sequence[float], val
 
 
 class GatecfgReplay:
-    """gatecfg's rule, night by night, under a baseline policy (`trusted`: the store admits a run its gate
-    did not fail; `nightly`: every run)."""
+    """gatecfg's rule, night by night, with the store's baseline policy: `nightly` admits every run;
+    `trusted` admits what the gate did not fail, and (policy.accept_shift_after not `never`) follows its
+    metric as evaluate does (gatecfg/following.py): a failure rejoins the baseline when the gate passes on a
+    later nightly, and a confirmed shift (gatecfg.shifts.find_shift) held `accept_shift_after` nightlies
+    becomes the baseline."""
 
     def __init__(self, gate: ResolvedGate, policy: Policy, baseline: str) -> None:
         self.gate, self.policy, self.baseline = gate, policy, baseline
 
-    def night(self, state: GateState, value: float) -> bool:
-        """Judge tonight's value against the state, let the store admit it; whether the gate failed."""
-        result = judge_night(self.gate, self.policy, state.admitted[-self.policy.window :], value)
+    def night(self, nights: list[Night], value: float) -> bool:
+        """Judge tonight's value against the stored nights, store it; whether the gate failed."""
+        admitted = [n.value for n in nights if self.baseline == "nightly" or n.in_baseline]
+        result = judge_night(self.gate, self.policy, admitted[-self.policy.window :], value)
         failed = result.status == "fail"
-        if self.baseline == "nightly" or not failed:
-            state.admitted.append(value)
+        now = T0 + timedelta(days=len(nights))
+        tonight = Night(f"r{len(nights)}", now, value, change(result), failed)
+        following = self.baseline == "trusted" and self.policy.accept_shift_after is not None
+        if following and not failed:
+            for n in reversed(nights):  # the failures since the last night that passed
+                if not n.failed or n.rejoined:
+                    break
+                n.rejoined = True
+        if following and failed:
+            depth = self.policy.window + max(self.policy.accept_shift_after or 0, self.policy.stale_after)
+            recent = [
+                Recent(n.run_id, None, n.created_at, n.in_baseline, n.failed and not n.rejoined, None, n.change)
+                for n in reversed(nights[-depth:])
+            ]
+            shift = find_shift(
+                metric=METRIC,
+                coordinate="c",
+                tonight=(tonight.run_id, None, now, tonight.change),
+                recent=recent,
+                accept_after=self.policy.accept_shift_after,
+                alpha=self.gate.false_alarm,
+            )
+            if shift is not None and shift.accepted:
+                members = set(shift.runs)
+                tonight.rejoined = True
+                for n in nights:
+                    n.rejoined = n.rejoined or n.run_id in members
+                    n.floor = n.floor or n.created_at < shift.first_created_at
+        nights.append(tonight)
+        # Only the newest nights can reach a window (the store walks them newest first): far more than a
+        # window of trusted ones and the longest streak of failures that are followed.
+        del nights[:-KEPT_NIGHTS]
         return failed
 
-    def replay(self, values: Array) -> tuple[Array, list[GateState]]:
-        """Alerts per night, and the state before each night (for the injections)."""
-        state = GateState([])
+    def replay(self, values: Array, keep: Collection[int]) -> tuple[Array, dict[int, list[Night]]]:
+        """Alerts per night, and the stored nights before each night of `keep` (the injections')."""
+        nights: list[Night] = []
         alerts = np.zeros(len(values), bool)
-        before: list[GateState] = []
+        before: dict[int, list[Night]] = {}
         for t, value in enumerate(values.tolist()):
-            before.append(GateState(list(state.admitted[-self.policy.window :])))
-            alerts[t] = self.night(state, value)
+            if t in keep:
+                before[t] = [dataclasses.replace(n) for n in nights]
+            alerts[t] = self.night(nights, value)
         return alerts, before
 
-    def caught(self, before: GateState, injected: Sequence[float]) -> bool:
-        state = GateState(list(before.admitted))
-        return any([self.night(state, v) for v in injected])  # every night judged: the state moves on
+    def caught(self, before: list[Night], injected: Sequence[float]) -> bool:
+        nights = [dataclasses.replace(n) for n in before]
+        return any([self.night(nights, v) for v in injected])  # every night judged: the state moves on
 
 
 # ---------------------------------------------------------------------------------------- peers' rules
@@ -256,7 +306,7 @@ def run(series: Sequence[Series], injections: int, seed: int) -> dict[str, objec
         starts = injection_nights(rng, len(s.values), warm, injections)
         tried += len(starts)
         for name, replay in replays.items():
-            alerts, before = replay.replay(s.values)
+            alerts, before = replay.replay(s.values, set(starts.tolist()))
             tallies[name].nights += len(s.values) - warm
             tallies[name].alerts += int(alerts[warm:].sum())
             for f in FACTORS:

@@ -208,6 +208,25 @@ def build_parser() -> _Parser:
 
     p = _add(
         sub,
+        "shifts",
+        "List the sustained shifts evaluate followed as new baselines (policy.accept_shift_after); undo one.",
+        "gatecfg shifts --undo 3 --reason 'the slowdown is a bug, being fixed'",
+        _shifts,
+    )
+    p.add_argument("--test", metavar="T", help="only this test")
+    p.add_argument("--all", action="store_true", dest="everything", help="undone shifts too")
+    p.add_argument(
+        "--undo",
+        type=int,
+        metavar="N",
+        help="undo shift N: its gate's baseline reads the runs before it again, its failing runs leave it",
+    )
+    p.add_argument("--reason", help="kept with the undo, shown by `gatecfg shifts --all`")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    _db_option(p)
+
+    p = _add(
+        sub,
         "history",
         "List stored values newest first, with trust and the band each value was judged against.",
         "gatecfg history --test tests/e2e/test_foo_ci.py --metric rollout/raw_reward --step 1",
@@ -282,6 +301,19 @@ def _trust(args: argparse.Namespace) -> int:
         ci_run_id=args.ci_run_id,
         metric=args.metric,
         reason=args.reason,
+    )
+
+
+def _shifts(args: argparse.Namespace) -> int:
+    from gatecfg.commands.shifts import shifts
+
+    return shifts(
+        db=db_url(args.db),
+        test=args.test,
+        everything=args.everything,
+        undo=args.undo,
+        reason=args.reason,
+        fmt=args.format,
     )
 
 

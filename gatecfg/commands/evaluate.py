@@ -17,6 +17,7 @@ from typing import TextIO
 from gatecfg import __version__
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.escape import terminal
+from gatecfg.following import follow
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -24,6 +25,7 @@ from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Output, RunReport, RunSummary, render
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
+from gatecfg.shifts import Shift
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
 from gatecfg.store.direct import DirectStore
 from gatecfg.textio import check_writable, write_text
@@ -78,6 +80,18 @@ def run_evaluation(req: Request) -> RunReport:
         )
         required = req.require_history or resolved.policy.require_history
         notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
+        now = datetime.now(UTC)
+        followed = follow(
+            store,
+            results,
+            resolved.policy,
+            run_id=origin.run_id,
+            commit=origin.commit,
+            now=now,
+            has_history=not unseen,
+        )
+        notes += followed.notes()
+        notes += [f"MISSING STEPS: {r.gate.metric}: {r.missing_text()}" for r in results if r.missing]
         is_trusted = trusted(results)
         stored = False
         if req.write:
@@ -91,12 +105,14 @@ def run_evaluation(req: Request) -> RunReport:
                 ci_run_id=origin.ci_run_id,
                 ci_run_attempt=origin.ci_run_attempt,
                 url=origin.url,
-                created_at=datetime.now(UTC),
+                created_at=now,
                 gate_trusted=is_trusted,
                 written_by=__version__,
                 write_override=req.write_override,
             )
-            stored = store.write_run(info, _points(results, series, test))
+            stored = store.write_run(
+                info, _points(results, series, test), rejoin=followed.rejoin, accept=followed.accept
+            )
             if not stored:
                 _check_same_series(store, info)
         return RunReport(
@@ -118,6 +134,8 @@ def run_evaluation(req: Request) -> RunReport:
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
+            shifts=followed.shifts,
+            stale=followed.stale,
         )
 
 
@@ -231,6 +249,18 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
     return "\n".join(body)
 
 
+def shift_banner(shifts: Sequence[Shift]) -> str:
+    """The stderr banner of sustained shifts: a gate failing night after night on a new level."""
+    line = "!" * BANNER_WIDTH
+    body = [line, f"!!  SHIFT: {len(shifts)} gate(s) sit on a new level night after night", line]
+    for s in shifts:
+        body.append(f"!!  {terminal(s.describe())}")
+        if s.accepted:
+            body.append("!!    undo with `gatecfg shifts --undo N` (N: `gatecfg shifts` lists it)")
+    body.append(line)
+    return "\n".join(body)
+
+
 def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
     """Check every file the command will write, before the run is evaluated and stored (a typo in
     --output must not fail the job after the run went into history); open the step summary."""
@@ -244,6 +274,8 @@ def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO |
     """The banner, the reports and the step summary of an evaluation; returns its exit code."""
     for note in report.notes:
         print(f"gatecfg evaluate: {terminal(note)}", file=sys.stderr)
+    if report.shifts:
+        print(shift_banner(report.shifts), file=sys.stderr)
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:

@@ -49,6 +49,7 @@ from gatecfg.store.windowing import (
 from gatecfg.windows import Baselines, Window
 
 if TYPE_CHECKING:
+    from gatecfg.shifts import Recent, Shift
     from gatecfg.store.store import Store
     from gatecfg.store.writes import Points
 
@@ -246,9 +247,17 @@ class DirectStore:
             for row in rows
         ]
 
-    def write_run(self, run: RunInfo, points: Points) -> bool:
+    def write_run(
+        self, run: RunInfo, points: Points, *, rejoin: Sequence[str] = (), accept: Sequence[Shift] = ()
+    ) -> bool:
         """As `Store.write_run`."""
-        return self._full().write_run(run, points)
+        return self._full().write_run(run, points, rejoin=rejoin, accept=accept)
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]:
+        """As `Store.recent` (asked only for gates that fail or stay cold tonight)."""
+        return self._full().recent(coordinates, depth=depth, exclude_run_id=exclude_run_id)
 
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
         """As `Store.runs_by_id` (asked only when a write found its run id stored)."""
