@@ -9,7 +9,7 @@ from gatecfg.escape import markdown_code, markdown_text
 from gatecfg.report import RunReport, band_label, role, step_label
 from gatecfg.verdicts import Status, Verdict
 
-ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
+ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈", "missing": "🕳️"}
 DETAIL_ROWS = 50
 
 
