@@ -58,8 +58,8 @@ every version is a deliberate refresh.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import csv
+import dataclasses
 import gzip
 import json
 import re
@@ -185,7 +185,9 @@ class GatecfgReplay:
         if following and failed:
             depth = self.policy.window + max(self.policy.accept_shift_after or 0, self.policy.stale_after)
             recent = [
-                Recent(n.run_id, None, n.created_at, n.in_baseline, n.failed and not n.rejoined, None, n.change)
+                Recent(
+                    n.run_id, None, n.created_at, n.in_baseline, n.failed and not n.rejoined, None, n.change
+                )
                 for n in reversed(nights[-depth:])
             ]
             shift = find_shift(
@@ -221,7 +223,7 @@ class GatecfgReplay:
 
     def caught(self, before: list[Night], injected: Sequence[float]) -> bool:
         nights = [dataclasses.replace(n) for n in before]
-        return any([self.night(nights, v) for v in injected])  # every night judged: the state moves on
+        return any(self.night(nights, v) for v in injected)  # every night judged: the state moves on
 
 
 # ---------------------------------------------------------------------------------------- peers' rules
@@ -325,10 +327,12 @@ def run(series: Sequence[Series], injections: int, seed: int) -> dict[str, objec
                     moved[t0:] *= f
                     # The rule's own history is injected too from t0 on: it keeps every night.
                     got = np.array([rule.score(moved[:t], moved[t]) for t in range(t0, t0 + CAUGHT_WITHIN)])
-                    injected_max[(name, f)].append(float(np.nanmax(got)) if np.isfinite(got).any() else -np.inf)
+                    injected_max[(name, f)].append(
+                        float(np.nanmax(got)) if np.isfinite(got).any() else -np.inf
+                    )
     default_rate = tallies["gatecfg default"].alerts / max(tallies["gatecfg default"].nights, 1)
     rows: list[dict[str, object]] = []
-    for name, replay in replays.items():
+    for name in replays:
         rows.append(
             {
                 "rule": name,
@@ -373,7 +377,8 @@ def table(result: dict[str, object]) -> str:
     for row in result["rows"]:  # type: ignore[attr-defined]
         lines.append(
             f"{row['rule']:<22} {row['alerts_per_1000']:>11.1f} {_pct(row['caught_x1.25']):>11} "
-            f"{_pct(row['caught_x1.10']):>11} {_pct(row['matched_x1.25']):>14} {_pct(row['matched_x1.10']):>14}"
+            f"{_pct(row['caught_x1.10']):>11} {_pct(row['matched_x1.25']):>14} "
+            f"{_pct(row['matched_x1.10']):>14}"
         )
     lines.append("")
     lines.append(
@@ -447,7 +452,11 @@ def megatron(folder: Path) -> str:
 
 
 def _megatron_flags(
-    gate: ResolvedGate, policy: Policy, past: list[dict[int, float]], curve: dict[int, float], steps: list[int]
+    gate: ResolvedGate,
+    policy: Policy,
+    past: list[dict[int, float]],
+    curve: dict[int, float],
+    steps: list[int],
 ) -> dict[str, bool]:
     matrix = np.array([[c[s] for s in steps] for c in past])  # versions x steps, oldest first
     value = np.array([curve[s] for s in steps])

@@ -67,9 +67,7 @@ def follow(
         found = find_stale(metric=r.gate.metric, kept_out_tonight=True, recent=runs, after=policy.stale_after)
         if found is not None:
             stale.append(found)
-    return Following(
-        shifts=shifts, stale=stale, rejoin=rejoin, accept=tuple(s for s in shifts if s.accepted)
-    )
+    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=tuple(s for s in shifts if s.accepted))
 
 
 def change(result: GateVerdicts) -> float | None:

@@ -66,15 +66,16 @@ class Shift:
         commit = f" (commit {self.commit})" if self.commit else ""
         held = f"held {self.nightlies} nightl{'ies' if self.nightlies != 1 else 'y'}"
         text = (
-            f"{self.metric} shifted {self.direction} by {100.0 * self.size:+.1f}% from run {self.first_run_id}"
-            f"{commit}: {held}"
+            f"{self.metric} shifted {self.direction} by {100.0 * self.size:+.1f}% "
+            f"from run {self.first_run_id}{commit}: {held}"
         )
         if self.accepted:
             return f"{text}; ACCEPTED tonight: the new level is its baseline from the next nightly on"
         if self.accept_after is None:
             return f"{text}; never followed (policy.accept_shift_after: never): fix it or `gatecfg trust`"
         left = self.accept_after - self.nightlies
-        return f"{text}; followed as the new baseline after {left} more failing nightl{'ies' if left != 1 else 'y'}"
+        more = f"{left} more failing nightl{'ies' if left != 1 else 'y'}"
+        return f"{text}; followed as the new baseline after {more}"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from gatecfg.band import (
 from gatecfg.budget import CLIP_Z, Decision, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import Selected, Selection
+from gatecfg.select import Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
@@ -164,21 +164,6 @@ WHY_STEPS = 5  # failing steps a gate's one-line reason names
 
 def _name(step: int) -> str:
     return "last" if step == -1 else str(step)
-
-
-def step_ranges(steps: Sequence[int]) -> str:
-    """Steps as runs of consecutive ones: `0-9, 20, 40-49`."""
-    parts: list[str] = []
-    ordered = sorted(steps)
-    start = prev = ordered[0] if ordered else 0
-    for step in ordered[1:] + [None]:  # type: ignore[list-item]
-        if step is not None and step == prev + 1:
-            prev = step
-            continue
-        parts.append(_name(start) if start == prev else f"{_name(start)}-{_name(prev)}")
-        if step is not None:
-            start = prev = step
-    return ", ".join(parts)
 
 
 def step_name(v: Verdict) -> str:

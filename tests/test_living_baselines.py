@@ -17,18 +17,25 @@ def test_write_under_another_tests_run_id_is_an_input_error(tmp_path: Path, db: 
     gates = write_gates(tmp_path)
     (gates / "other.yaml").write_text("test: tests/e2e/test_other_ci.py\ngates:\n  rollout/raw_reward:\n")
     points = {"rollout/raw_reward": [(0, 0.2), (1, 0.5)]}
-    first = gatecfg.evaluate("tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1")
+    first = gatecfg.evaluate(
+        "tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1"
+    )
     assert first.run.written
-    with pytest.raises(gatecfg.InputError, match="already stored for test `tests/e2e/test_other_ci.py`"):
+    with pytest.raises(gatecfg.InputError, match=r"already stored for test `tests/e2e/test_other_ci\.py`"):
         gatecfg.evaluate(TEST, points, gates=gates, db=db, write=True, run_id="r-1")
     record = write_record(tmp_path / "r.jsonl", points)
     cli = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db,
                   "--write", "--run-id", "r-1")  # fmt: skip
     assert cli.code == 2
-    assert "--run-id" in cli.err and "tests/e2e/test_other_ci.py" in cli.err
+    assert "--run-id" in cli.err
+    assert "tests/e2e/test_other_ci.py" in cli.err
     # The same run id for the same test stays idempotent: exit 0, nothing written twice.
-    again = gatecfg.evaluate("tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1")
-    assert again.exit_code == 0 and not again.run.written and again.run.already_stored
+    again = gatecfg.evaluate(
+        "tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1"
+    )
+    assert again.exit_code == 0
+    assert not again.run.written
+    assert again.run.already_stored
 
 
 BASE = """\
@@ -82,7 +89,8 @@ def test_trust_and_untrust_take_one_metric(tmp_path: Path, db: str) -> None:
     nightly(gates, db, "n1", reward=[(0, 0.5)], kl=[(0, 1.0)])
     nightly(gates, db, "n2", reward=[(0, 0.5)], kl=[(0, 1.0)])
     untrust = run_cli("untrust", "--run-id", "n2", "--metric", "train/kl", "--db", db)
-    assert untrust.code == 0 and "train/kl in 1 run(s) with --run-id n2: 1 now untrusted" in untrust.out
+    assert untrust.code == 0
+    assert "train/kl in 1 run(s) with --run-id n2: 1 now untrusted" in untrust.out
     report = gatecfg.evaluate(LIVING, {"rollout/raw_reward": [(0, 0.5)], "train/kl": [(0, 1.0)]},
                               gates=gates, db=db)  # fmt: skip
     assert (n_of(report, "rollout/raw_reward"), n_of(report, "train/kl")) == (2, 1)
@@ -109,23 +117,37 @@ def test_a_sustained_shift_is_named_then_followed_and_undone(tmp_path: Path, db:
     assert [r.exit_code for r in shifted] == [1] * 5
     assert [len(r.shifts) for r in shifted] == [0, 0, 1, 1, 1]
     third = shifted[2].to_dict()["shifts"][0]
-    assert (third["status"], third["first_run_id"], third["commit"], third["nightlies"]) == ("shifted", "up0", "up0", 3)
-    assert third["direction"] == "up" and 0.9 < third["size"] < 1.1
+    assert (third["status"], third["first_run_id"], third["commit"], third["nightlies"]) == (
+        "shifted",
+        "up0",
+        "up0",
+        3,
+    )
+    assert third["direction"] == "up"
+    assert 0.9 < third["size"] < 1.1
     assert any(n.startswith("SHIFTED: train/kl shifted up by +") for n in shifted[2].notes)
     assert shifted[4].shifts[0].accepted
     assert any(n.startswith("SHIFT ACCEPTED: ") for n in shifted[4].notes)
     # The new level is the baseline from the next nightly on: the first five nights of the shift.
     after = nightly(gates, db, "after", kl=[(0, 2.0)])
-    assert after.exit_code == 0 and n_of(after, "train/kl") == 5
+    assert after.exit_code == 0
+    assert n_of(after, "train/kl") == 5
     listed = run_cli("shifts", "--db", db, "--format", "json")
     [row] = json.loads(listed.out)
-    assert (row["metric"], row["first_run_id"], row["nightlies"], row["undone_at"]) == ("train/kl", "up0", 5, None)
+    assert (row["metric"], row["first_run_id"], row["nightlies"], row["undone_at"]) == (
+        "train/kl",
+        "up0",
+        5,
+        None,
+    )
     history = run_cli("history", "--test", LIVING, "--metric", "train/kl", "--db", db)
-    assert "accepted shifts" in history.out and "from run up0" in history.out
+    assert "accepted shifts" in history.out
+    assert "from run up0" in history.out
     undone = run_cli("shifts", "--undo", str(row["id"]), "--reason", "a real slowdown", "--db", db)
     assert undone.code == 0
     again = gatecfg.evaluate(LIVING, {"train/kl": [(0, 2.0)]}, gates=gates, db=db)
-    assert again.exit_code == 1 and n_of(again, "train/kl") == 10 + 1  # the old level, and `after`
+    assert again.exit_code == 1
+    assert n_of(again, "train/kl") == 10 + 1
     assert run_cli("shifts", "--undo", str(row["id"]), "--db", db).code == 2
 
 
@@ -139,7 +161,9 @@ def test_never_keeps_failing_nights_out(tmp_path: Path, db: str) -> None:
 
 
 def test_a_baseline_that_takes_no_value_is_named_with_its_fix(tmp_path: Path, db: str) -> None:
-    gates = living_gates(tmp_path, "  stale_after: 3\n", body="  train/kl:\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
+    gates = living_gates(
+        tmp_path, "  stale_after: 3\n", body="  train/kl:\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n"
+    )
     kl_nights(gates, db, "base", STEADY[:3])
     # Failing up and down in turn: no level, so no shift; the baseline takes nothing.
     reports = kl_nights(gates, db, "odd", [3.0, 0.1, 3.0])
@@ -159,7 +183,8 @@ def test_a_run_that_stopped_early_is_missing_steps(tmp_path: Path, db: str) -> N
     nightly(gates, db, "n2", reward=full)
     short = nightly(gates, db, "crash", reward=full[:10])
     [gate] = short.results
-    assert short.exit_code == 1 and gate.status == "missing"
+    assert short.exit_code == 1
+    assert gate.status == "missing"
     message = "steps 10-49 not logged; the last 2 nightlies logged 0-49"
     assert short.to_dict()["gates"][0]["missing"]["message"] == message
     for fmt in ("text", "json", "markdown", "github", "junit"):
@@ -175,11 +200,16 @@ def test_missing_steps_can_warn(tmp_path: Path, db: str) -> None:
     full = [(s, 0.5) for s in range(5)]
     nightly(gates, db, "n1", reward=full)
     short = nightly(gates, db, "crash", reward=full[:2])
-    assert short.exit_code == 0 and short.results[0].status == "missing" and short.run.trusted
+    assert short.exit_code == 0
+    assert short.results[0].status == "missing"
+    assert short.run.trusted
 
 
 def test_junit_fails_the_testcase_of_an_enforced_gate_missing_steps(tmp_path: Path, db: str) -> None:
     gates = living_gates(tmp_path, body="  rollout/raw_reward:\n    steps: all\n    enforce: true\n")
     nightly(gates, db, "n1", reward=[(0, 0.5), (1, 0.5)])
     short = nightly(gates, db, "crash", reward=[(0, 0.5)])
-    assert '<failure message="missing steps: step 1 not logged; the last 1 nightly logged 0-1"' in short.render("junit")
+    assert (
+        '<failure message="missing steps: step 1 not logged; the last 1 nightly logged 0-1"'
+        in short.render("junit")
+    )

@@ -11,7 +11,9 @@ from gatecfg.store import Store
 from gatecfg.store.follow import ShiftRow
 
 
-def shifts(*, db: str, test: str | None, everything: bool, undo: int | None, reason: str | None, fmt: str) -> int:
+def shifts(
+    *, db: str, test: str | None, everything: bool, undo: int | None, reason: str | None, fmt: str
+) -> int:
     with Store.open(db) as store:
         if undo is not None:
             if not store.undo_shift(undo, reason=reason):
@@ -40,9 +42,11 @@ def shifts(*, db: str, test: str | None, everything: bool, undo: int | None, rea
 
 def describe(r: ShiftRow) -> str:
     size = "" if r.size is None else f" by {100.0 * r.size:+.1f}%"
-    state = f"undone {r.undone_at:%Y-%m-%d %H:%M}" + (f" ({r.undo_reason})" if r.undo_reason else "") if (
-        r.undone_at
-    ) else "active"
+    state = (
+        f"undone {r.undone_at:%Y-%m-%d %H:%M}" + (f" ({r.undo_reason})" if r.undo_reason else "")
+        if (r.undone_at)
+        else "active"
+    )
     return (
         f"{r.pk}  {r.test}  {r.metric}: {r.direction}{size} from run {r.first_run_id}"
         f"{f' (commit {r.commit})' if r.commit else ''}, accepted {r.created_at:%Y-%m-%d %H:%M} UTC after "

@@ -34,10 +34,18 @@ def set_trust(
     state = "trusted" if trusted else "untrusted"
     if metric is not None:
         if matched == 0:
-            print(terminal(f"no stored run with {flag} {value} holds {metric}: nothing changed (store {store.url})"))
+            print(
+                terminal(
+                    f"no stored run with {flag} {value} holds {metric}: nothing changed (store {store.url})"
+                )
+            )
         else:
             counts = f"{changed} now {state}, {matched - changed} already {state}"
-            print(terminal(f"{metric} in {matched} run(s) with {flag} {value}: {counts}; other metrics unchanged"))
+            print(
+                terminal(
+                    f"{metric} in {matched} run(s) with {flag} {value}: {counts}; other metrics unchanged"
+                )
+            )
         return EXIT_OK
     if matched == 0:
         print(terminal(f"no stored run has {flag} {value}: nothing changed (store {store.url})"))

@@ -142,9 +142,13 @@ def _verdict_line(report: RunReport) -> str:
     elif run.written:
         out = [r.gate.metric for r in results if r.blocks_trust]
         # Trust is per gate: a failing gate keeps only its own values out of its own baseline.
-        stored = "run written as trusted" if not out else (
-            f"run written; kept out of their own baselines: {', '.join(out[:3])}"
-            + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+        stored = (
+            "run written as trusted"
+            if not out
+            else (
+                f"run written; kept out of their own baselines: {', '.join(out[:3])}"
+                + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+            )
         )
     else:
         stored = "not written (pass --write on nightlies)"

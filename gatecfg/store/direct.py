@@ -68,7 +68,8 @@ PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<path>[^?%\x00]+)")
 # reads.GATE_TRUSTED and reads.qualifies written out for SQLite.
 GATE_TRUSTED = (
     "coalesce(run_coordinates.trust_override, runs.trust_override, "
-    "CASE WHEN run_coordinates.rejoined IS NOT NULL THEN 1 END, run_coordinates.gate_trusted, runs.gate_trusted)"
+    "CASE WHEN run_coordinates.rejoined IS NOT NULL THEN 1 END, run_coordinates.gate_trusted, "
+    "runs.gate_trusted)"
 )
 BEFORE_SHIFT = (
     "NOT EXISTS (SELECT 1 FROM shifts WHERE shifts.coordinate = coordinates.coordinate "
@@ -130,17 +131,17 @@ ORDER BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, coordinates.
 LIMIT ?
 """
 # reads.coordinates_for on SQLite: every stored key of one series and metric with its amount of history.
-KEYS_OF_METRIC = """
+KEYS_OF_METRIC = f"""
 SELECT coordinates.coordinate, coordinates.series_key, coordinates.test, coordinates.metric,
   coordinates.steps_key, coordinates.constraint_key,
   coalesce(sum(run_coordinates.n_values), 0),
-  coalesce(sum(CASE WHEN ({gate_trusted} IS 1) THEN run_coordinates.n_values ELSE 0 END), 0),
+  coalesce(sum(CASE WHEN ({GATE_TRUSTED} IS 1) THEN run_coordinates.n_values ELSE 0 END), 0),
   count(runs.pk), max(runs.created_at) AS last_written
 FROM coordinates LEFT OUTER JOIN run_coordinates ON run_coordinates.coordinate_pk = coordinates.pk
   LEFT OUTER JOIN runs ON runs.pk = run_coordinates.run_pk
 WHERE coordinates.series_key = ? AND coordinates.metric = ?
 GROUP BY coordinates.pk ORDER BY last_written DESC, coordinates.coordinate
-""".format(gate_trusted=GATE_TRUSTED)
+"""
 HISTORY_KEYS = """
 SELECT pk, coordinate, series_key, test, metric, steps_key, constraint_key FROM coordinates
 WHERE coordinates.test = ? AND coordinates.metric = ?{where}

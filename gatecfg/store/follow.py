@@ -41,7 +41,9 @@ def recent(
 ) -> dict[str, list[Recent]]:
     """Per coordinate, its newest `depth` stored runs (whatever their trust), newest first."""
     change = (
-        sa.select(sa.func.avg((metric_points.c.value - metric_points.c.ref) / sa.func.abs(metric_points.c.ref)))
+        sa.select(
+            sa.func.avg((metric_points.c.value - metric_points.c.ref) / sa.func.abs(metric_points.c.ref))
+        )
         .where(
             metric_points.c.coordinate_pk == run_coordinates.c.coordinate_pk,
             metric_points.c.run_pk == run_coordinates.c.run_pk,

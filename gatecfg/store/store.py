@@ -273,7 +273,8 @@ class Store:
         metric: str | None = None,
     ) -> tuple[int, int]:
         """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing. With
-        `metric`, only that metric's values in those runs (its gate's baseline): (runs holding it, changed)."""
+        `metric`, only that metric's values in those runs (its gate's baseline): (runs holding it,
+        changed)."""
         selectors = [
             column == value
             for column, value in (

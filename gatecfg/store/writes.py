@@ -326,7 +326,9 @@ def set_metric_trust(
     (runs holding the metric, runs whose override of it changed)."""
     rows = sa.and_(
         run_coordinates.c.run_pk.in_(sa.select(runs.c.pk).where(selector)),
-        run_coordinates.c.coordinate_pk.in_(sa.select(coordinates.c.pk).where(coordinates.c.metric == metric)),
+        run_coordinates.c.coordinate_pk.in_(
+            sa.select(coordinates.c.pk).where(coordinates.c.metric == metric)
+        ),
     )
     held = sa.select(sa.func.count(sa.distinct(run_coordinates.c.run_pk))).where(rows)
     matched = conn.execute(held).scalar_one()
