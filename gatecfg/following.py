@@ -6,6 +6,7 @@ for the gates that fail or stay cold tonight: a clean night costs no read."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,10 @@ def follow(
     commit: str | None,
     now: datetime,
     has_history: bool,
+    writing: bool,
 ) -> Following:
+    """What tonight's results mean for their baselines; a run that is not written (`writing` False: a
+    pull request) accepts no shift and rejoins nothing, it only names them."""
     following = policy.accept_shift_after is not None
     # A gate that passed tonight: the failures before it did not hold, and rejoin its baseline.
     rejoin = [r.coordinate for r in results if r.gate.gated and not r.blocks_trust] if following else []
@@ -62,7 +66,7 @@ def follow(
                 alpha=r.gate.false_alarm,
             )
             if shift is not None:
-                shifts.append(shift)
+                shifts.append(shift if writing else dataclasses.replace(shift, accepted=False))
                 continue  # the shift says why the baseline takes no value, and when it will
         found = find_stale(metric=r.gate.metric, kept_out_tonight=True, recent=runs, after=policy.stale_after)
         if found is not None:

@@ -74,6 +74,8 @@ class Shift:
         if self.accept_after is None:
             return f"{text}; never followed (policy.accept_shift_after: never): fix it or `gatecfg trust`"
         left = self.accept_after - self.nightlies
+        if left <= 0:
+            return f"{text}; followed as the new baseline by the next nightly `--write`"
         more = f"{left} more failing nightl{'ies' if left != 1 else 'y'}"
         return f"{text}; followed as the new baseline after {more}"
 

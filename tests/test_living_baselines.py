@@ -149,6 +149,10 @@ def test_a_sustained_shift_is_named_then_followed_and_undone(tmp_path: Path, db:
     assert again.exit_code == 1
     assert n_of(again, "train/kl") == 10 + 1
     assert run_cli("shifts", "--undo", str(row["id"]), "--db", db).code == 2
+    # A night back on the old level passes; the undone shift's runs do not come back as a recovery.
+    assert nightly(gates, db, "fixed", kl=[(0, 1.0)]).exit_code == 0
+    final = gatecfg.evaluate(LIVING, {"train/kl": [(0, 1.0)]}, gates=gates, db=db)
+    assert n_of(final, "train/kl") == 10 + 2
 
 
 def test_never_keeps_failing_nights_out(tmp_path: Path, db: str) -> None:

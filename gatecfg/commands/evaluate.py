@@ -89,6 +89,7 @@ def run_evaluation(req: Request) -> RunReport:
             commit=origin.commit,
             now=now,
             has_history=not unseen,
+            writing=req.write,
         )
         notes += followed.notes()
         notes += [f"MISSING STEPS: {r.gate.metric}: {r.missing_text()}" for r in results if r.missing]

@@ -197,7 +197,15 @@ def undo(conn: Connection, pk: int, *, at: datetime, reason: str | None) -> bool
     ).rowcount
     if not done:
         return False
+    # Kept out as by hand: a later night that passes must not let the shift back in as a recovery.
     conn.execute(
-        sa.update(run_coordinates).where(run_coordinates.c.rejoined == f"shift {pk}").values(rejoined=None)
+        sa.update(run_coordinates)
+        .where(run_coordinates.c.rejoined == f"shift {pk}")
+        .values(
+            rejoined=None,
+            trust_override=False,
+            trust_reason=f"shift {pk} undone" + (f": {reason}" if reason else ""),
+            trust_changed_at=at,
+        )
     )
     return True
