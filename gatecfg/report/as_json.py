@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatecfg.band import tidy
-from gatecfg.report import RunReport
-from gatecfg.shifts import Shift, Stale
 from gatecfg.verdicts import GateVerdicts, Verdict
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
+    from gatecfg.shifts import Shift, Stale
 
 SCHEMA_VERSION = 1
 
