@@ -10,8 +10,11 @@ policy of the project's own gates/base.yaml (window, min_history, false_alarm, t
 resolved by `load_tree` as a one-liner inherits it. Each night is judged by `gatecfg.verdicts.evaluate`
 (the function `run_evaluation` calls) on a `Window` holding what the store's baseline query returns
 for that night: the newest `window` runs before it that the baseline policy admits. What the policy admits
-is decided the way the store decides it, by `gatecfg.verdicts`' trust of the night's result (a replay
-through a real store would give the same windows at some 30 ms a night: 40 minutes for these files).
+is decided the way the store decides it (store/reads.qualifies, store/follow.py): the gate's own trust of
+each night, a failure rejoining once the gate passes again, and a shift that `gatecfg.shifts.find_shift`
+confirms and accepts after `policy.accept_shift_after` nightlies starting the baseline at its first run (a
+replay through a real store would give the same windows at some 30 ms a night: 40 minutes for these
+files; tests/test_living_baselines.py checks the store's side).
 
 Two replays of the same rule:
 
