@@ -138,6 +138,11 @@ def build_parser() -> Parser:
         metavar="FMT=FILE",
         help="also write another format to a file, e.g. junit=gatecfg.xml (repeatable)",
     )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="text report: also the steps that need attention and every gate, as tables",
+    )
     for verb, trusted in (("untrust", False), ("trust", True)):
         p = add(
             sub,
@@ -291,7 +296,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         require_history=args.require_history,
         write_override=_override(args),
     )
-    return print_report(report, outputs, summary)
+    return print_report(report, outputs, summary, verbose=args.verbose)
 
 
 def _override(args: argparse.Namespace) -> str | None:

@@ -104,6 +104,7 @@ def run_evaluation(req: Request) -> RunReport:
                 written=stored,
                 already_stored=req.write and not stored,
                 trusted=is_trusted,
+                source=origin.source,
             ),
             results=results,
             warnings=warnings,

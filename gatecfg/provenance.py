@@ -22,6 +22,9 @@ class Provenance:
     ci_run_id: str | None
     ci_run_attempt: str | None
     url: str | None
+    # The repository's files at this commit on the CI's web UI (`https://github.com/o/r/blob/<sha>`):
+    # reports link each gate to its file and line there.
+    source: str | None = None
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -38,6 +41,11 @@ def _ci_url(env: Mapping[str, str]) -> str | None:
         attempt = env.get("GITHUB_RUN_ATTEMPT")
         return f"{server}/{repo}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
     return _first(env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL")
+
+
+def _source_url(env: Mapping[str, str]) -> str | None:
+    server, repo, sha = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_SHA")
+    return f"{server}/{repo}/blob/{sha}" if server and repo and sha else None
 
 
 def provenance(
@@ -71,6 +79,7 @@ def provenance(
         ci_run_attempt=attempt,
         # A link to the CI run is shown in reports and kept in the store: never with a credential in it.
         url=_masked(url or _ci_url(env)),
+        source=_masked(_source_url(env)),
     )
     # What the environment gave is checked too, before it reaches the store (exit 2, not a store fault).
     for name, value in vars(found).items():

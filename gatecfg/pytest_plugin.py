@@ -148,23 +148,23 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
     if report.exit_code and not failed:  # no stored history under require_history: the notice says so
         failed = [f"  {note}" for note in report.notes]
     if failed:
-        pytest.fail("\n".join([f"gatecfg: enforced gate failed ({test})", *failed]), pytrace=False)
+        from gatecfg.report.labels import Noise
+
+        header = f"gatecfg: enforced gate failed ({test}); {Noise.of(report.results).line()}"
+        pytest.fail("\n".join([header, *failed]), pytrace=False)
 
 
 def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
     """Properties for JUnit and the terminal summary; the lines of the enforced failures."""
-    from gatecfg.report import role, step_label
+    from gatecfg.report import role
 
     failed: list[str] = []
     for result in report.results:
         item.user_properties.append((_GATE + result.gate.metric, f"{result.status} ({role(result)})"))
         if not result.blocks_trust:
             continue
-        first = next(result.where("fail", "error"))
-        line = (
-            f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.reason}; "
-            f"first at step {step_label(first)}: {first.reason}"
-        )
+        # The gate's why, as every report gives it: the steps that moved and the statistic that fired.
+        line = f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.why}"
         if result.fails_job:
             failed.append(line)
         else:

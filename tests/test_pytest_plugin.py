@@ -82,13 +82,14 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
         [
             "*= FAILURES =*",
             "*_ test_train _*",
-            f"gatecfg: enforced gate failed ({REGRESSED})",
-            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing; first at step 2: cur=3.1 vs "
+            f"gatecfg: enforced gate failed ({REGRESSED}); 1 of 1 gate failed; noise alone: not known here "
+            "(band gates; `gatecfg backtest` estimates theirs)",
+            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 cur=3.1 vs "
             "mean=1.505 (n=4) outside [-inf, 1.6555]",
             "*= gatecfg =*",
             "shadow gates failed (reported, not fatal):",
-            f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing; first at step last: cur=0.6 vs "
-            "mean=0.8 (n=4) outside [0.76, inf]",
+            f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing (step last); worst: step last "
+            "cur=0.6 vs mean=0.8 (n=4) outside [0.76, inf]",
             "*= short test summary info =*",
             f"FAILED {REGRESSED}::test_train - Failed: gatecfg: enforced*",
         ]

@@ -47,6 +47,7 @@ class RunSummary:
     written: bool
     already_stored: bool
     trusted: bool
+    source: str | None = None  # the repository at this commit on the CI's web UI (Provenance.source)
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,12 @@ class RunReport:
 
         return document(self)
 
-    def render(self, fmt: str = "text") -> str:
-        """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github."""
+    def render(self, fmt: str = "text", *, verbose: bool = False) -> str:
+        """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github;
+        `verbose`: the text report's tables of steps and gates too."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(FORMATS)}")
-        return render(self, fmt)
+        return render(self, fmt, verbose=verbose)
 
     def counts(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -89,7 +91,7 @@ class RunReport:
         return total
 
 
-def render(report: RunReport, fmt: str) -> str:
+def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
     if fmt == "json":
         from gatecfg.report.as_json import render_json
 
@@ -108,4 +110,4 @@ def render(report: RunReport, fmt: str) -> str:
         return render_github(report)
     from gatecfg.report.text import render_text
 
-    return render_text(report)
+    return render_text(report, verbose=verbose)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from gatecfg.errors import Location, Problem, Severity
 from gatecfg.escape import github_data
-from gatecfg.report.labels import role, step_label, step_reason
+from gatecfg.report.labels import Noise, role, step_label, step_reason
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
@@ -47,7 +47,6 @@ def render_github(report: RunReport) -> str:
         lines.append(problem.github())
     counts = report.counts()
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    lines.append(
-        f"::notice title=gatecfg::{github_data(f'{report.test}: exit {report.exit_code} ({summary})')}"
-    )
+    notice = f"{report.test}: exit {report.exit_code} ({summary}); {Noise.of(report.results).line()}"
+    lines.append(f"::notice title=gatecfg::{github_data(notice)}")
     return "\n".join(lines) + "\n"
