@@ -22,7 +22,9 @@ from gatecfg.cli_args import (
     add,
     db_option,
     gates_option,
+    meta_option,
     probability,
+    run_meta,
     series_labels,
     series_option,
     step,
@@ -125,6 +127,7 @@ def build_parser() -> Parser:
     gates_option(p)
     db_option(p)
     series_option(p)
+    meta_option(p)
     p.add_argument("--run-id", help="unique id of this evaluation (default: from CI, else generated)")
     p.add_argument("--commit", help="default: GITHUB_SHA / CI_COMMIT_SHA / ...")
     p.add_argument("--branch", help="default: GITHUB_REF_NAME / CI_COMMIT_REF_NAME / ...")
@@ -295,6 +298,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         url=args.url,
         require_history=args.require_history,
         write_override=_override(args),
+        meta=run_meta(args.meta),
     )
     return print_report(report, outputs, summary, verbose=args.verbose)
 

@@ -17,7 +17,7 @@ from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
-from gatecfg.report import RunReport, RunSummary
+from gatecfg.report import Changes, RunReport, RunSummary
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
@@ -41,6 +41,7 @@ class Request:
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
     require_history: bool = False  # --require-history; the policy field `require_history` does the same
     write_override: str | None = None  # --override-write-policy REASON, stored with the run
+    meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
 
 
 def run_evaluation(req: Request) -> RunReport:
@@ -55,7 +56,9 @@ def run_evaluation(req: Request) -> RunReport:
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
         for gate in resolved.gates
     ]
-    origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
+    origin = provenance(
+        test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url, meta=req.meta
+    )
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:
@@ -74,6 +77,10 @@ def run_evaluation(req: Request) -> RunReport:
         required = req.require_history or resolved.policy.require_history
         notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
         is_trusted = trusted(results)
+        # Only a run with a failing gate asks what changed since the baseline's newest run.
+        newest = None
+        if not is_trusted:
+            newest = store.newest_run(series, baseline=resolved.policy.baseline, exclude_run_id=origin.run_id)
         stored = False
         if req.write:
             info = RunInfo(
@@ -90,6 +97,7 @@ def run_evaluation(req: Request) -> RunReport:
                 gate_trusted=is_trusted,
                 written_by=__version__,
                 write_override=req.write_override,
+                meta=origin.meta,
             )
             stored = store.write_run(info, _points(results, series, test))
         return RunReport(
@@ -112,6 +120,9 @@ def run_evaluation(req: Request) -> RunReport:
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
+            changes=None
+            if newest is None
+            else Changes.of(newest.run, commit=origin.commit, meta=origin.meta),
         )
 
 

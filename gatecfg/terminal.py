@@ -2,8 +2,9 @@
 
 Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
 they are drawn NOT_A_TTY_WIDTH wide, the width every CI log viewer shows without scrolling. Lines wrap at
-spaces: a word is folded only when it is wider than the whole line (a long URL). Progress goes to stderr: rich's progress bar on a terminal, else a
-line every HEARTBEAT_S seconds while a stage runs, so a quick command prints nothing extra.
+spaces: a word is folded only when it is wider than the whole line (a long URL). Progress goes to stderr:
+rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
+command prints nothing extra.
 
 Tables are drawn here rather than by rich: rich measures every cell through its segment machinery, about
 half a millisecond per row and 0.1 s of imports, which made the text report of a small evaluation cost

@@ -402,7 +402,9 @@ class GateVerdicts(Sequence[Verdict]):
             f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
         )
         plural = "s" * (self.failing != 1)
-        text = f"{self.failing} of {self.judged} step{'s' * (self.judged != 1)} failing (step{plural} {shown})"
+        text = (
+            f"{self.failing} of {self.judged} step{'s' * (self.judged != 1)} failing (step{plural} {shown})"
+        )
         if self.gate.tolerate:
             text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
         return f"{text}; worst: step {step_name(worst)} {worst.reason}"

@@ -11,6 +11,7 @@ import pytest
 from helpers import REPO, run_cli
 
 import gatecfg
+from gatecfg.store import Store
 
 pytest_plugins = ["pytester"]
 
@@ -209,3 +210,30 @@ def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a
     required = project.runpytest_subprocess(*args)
     required.assert_outcomes(failed=2)
     required.stdout.fnmatch_lines(["*NOTICE: no stored history for series*failing: history is required*"])
+
+
+def test_gatecfg_meta_is_stored_with_each_gated_run(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\ngatecfg_db = history.db\ngatecfg_meta =\n    cuda=12.8\n")
+
+    project.runpytest_subprocess(
+        "--gatecfg-gates",
+        "gates",
+        "--gatecfg-write",
+        "--gatecfg-meta",
+        "image=26.04",
+        "-p",
+        "no:cacheprovider",
+    )
+
+    with Store.open(f"sqlite:///{project.path / 'history.db'}") as store:
+        [newest, *_] = store.runs(test=GOOD)
+    assert dict(newest.run.meta) == {"cuda": "12.8", "image": "26.04"}
+
+
+def test_a_malformed_gatecfg_meta_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-meta", "image", "-p", "no:cacheprovider"
+    )
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*gatecfg: --gatecfg-meta: error: `image` is not KEY=VALUE*"])

@@ -15,10 +15,12 @@ from gatecfg.report.labels import band_label, role, step_label, step_reason
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
+    from gatecfg.store.rows import RunInfo
     from gatecfg.verdicts import GateVerdicts, Verdict
 
 __all__ = [
     "FORMATS",
+    "Changes",
     "Output",
     "RunReport",
     "RunSummary",
@@ -51,6 +53,48 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
+class Changes:
+    """What differs between tonight's run and the baseline's newest run (shown when a gate fails): the
+    metadata whose value changed (`image 26.02 -> 26.04`) and the commits between them. A container bump
+    that moves twenty tests reads as one cause, not twenty regressions."""
+
+    since_run: str  # the baseline's newest run
+    since_commit: str | None
+    commit: str | None  # tonight's
+    meta: tuple[tuple[str, str | None, str | None], ...]  # (key, baseline's value, tonight's), by key
+
+    @classmethod
+    def of(cls, newest: RunInfo, *, commit: str | None, meta: Mapping[str, str]) -> Changes:
+        keys = sorted(set(newest.meta) | set(meta))
+        differ = tuple(
+            (key, newest.meta.get(key), meta.get(key))
+            for key in keys
+            if newest.meta.get(key) != meta.get(key)
+        )
+        return cls(newest.run_id, newest.commit, commit, differ)
+
+    def line(self) -> str:
+        """`since the baseline's newest run night-11 (commit c11): image 26.02 -> 26.04; commits c11..c12`."""
+        parts = [f"{key} {old or '(none)'} -> {new or '(none)'}" for key, old, new in self.meta]
+        if self.since_commit and self.commit and self.since_commit != self.commit:
+            parts.append(f"commits {self.since_commit[:12]}..{self.commit[:12]}")
+        elif self.since_commit and self.since_commit == self.commit:
+            parts.append("the same commit")
+        at = f" (commit {self.since_commit[:12]})" if self.since_commit else ""
+        return f"since the baseline's newest run {self.since_run}{at}: " + (
+            "; ".join(parts) or "no metadata changed"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "since_run": self.since_run,
+            "since_commit": self.since_commit,
+            "commit": self.commit,
+            "meta": [{"key": k, "baseline": old, "tonight": new} for k, old, new in self.meta],
+        }
+
+
+@dataclass(frozen=True)
 class RunReport:
     """One evaluated run: per-gate results, every step's verdict, re-key warnings and the exit code the
     CLI would return (0 ok, 1 an enforced gate failed)."""
@@ -65,6 +109,8 @@ class RunReport:
     store: str
     enforce_disabled: bool = False
     notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
+    # What changed since the baseline's newest run, when a gate fails (and a baseline run exists).
+    changes: Changes | None = None
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:

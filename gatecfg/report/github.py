@@ -21,7 +21,8 @@ def render_github(report: RunReport) -> str:
         if result.why is not None:
             problem = Problem(
                 Location(result.gate.file, result.gate.line),
-                f"gate fails ({role(result)}): {result.why}",
+                f"gate fails ({role(result)}): {result.why}"
+                + ("" if report.changes is None else f"; changed {report.changes.line()}"),
                 dotted=result.gate.metric,
                 severity="error" if result.fails_job else "warning",
             )

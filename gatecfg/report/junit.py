@@ -47,7 +47,8 @@ def render_junit(report: RunReport) -> str:
             errors += kind == "error"
             # The gate's own why: which statistic fired and which steps moved (a first failing step's reason
             # alone may describe a step that is only part of the story).
-            node = ET.SubElement(case, kind, message=f"{metric}: {result.why or failing[0].reason}")
+            changed = "" if report.changes is None else f"; changed {report.changes.line()}"
+            node = ET.SubElement(case, kind, message=f"{metric}: {result.why or failing[0].reason}{changed}")
             node.text = "\n".join(lines)
         elif status == "cold" and all(v.status == "cold" for v in group):
             skipped += 1

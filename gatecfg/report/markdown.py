@@ -55,6 +55,8 @@ def render_markdown(report: RunReport) -> str:
     ]
     if why:
         lines += ["", "Why:", "", *why]
+    if report.changes is not None:
+        lines += ["", f"What changed {markdown_text(report.changes.line())}"]
     needing: tuple[Status, ...] = ("fail", "error", "cold")
     attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:

@@ -34,6 +34,7 @@ from gatecfg.store.rows import (
     CoordinateSummary,
     HistoryRow,
     RunInfo,
+    RunRow,
     history_row,
 )
 from gatecfg.store.windowing import (
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 # The newest migration in store/migrations (a test holds the two together) and the table Alembic records
 # it in; here, so that reading the revision needs neither SQLAlchemy nor Alembic.
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0006"
 VERSION_TABLE = "alembic_version"
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # The wait for another writer's lock that store/engine.py sets as `PRAGMA busy_timeout` (milliseconds).
@@ -236,6 +237,12 @@ class DirectStore:
             )
             for row in rows
         ]
+
+    def newest_run(
+        self, series_key: str, *, baseline: Baseline, exclude_run_id: str | None = None
+    ) -> RunRow | None:
+        """As `Store.newest_run`, through it: only a run with a failing gate asks."""
+        return self._full().newest_run(series_key, baseline=baseline, exclude_run_id=exclude_run_id)
 
     def write_run(self, run: RunInfo, points: Points) -> bool:
         """As `Store.write_run`."""
