@@ -20,7 +20,7 @@ from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
-from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.write_policy import ci_job, write_refusal
@@ -120,10 +120,16 @@ def run_evaluation(req: Request) -> RunReport:
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
-            changes=None
-            if newest is None
-            else Changes.of(newest.run, commit=origin.commit, meta=origin.meta),
+            changes=_changes(newest, commit=origin.commit, meta=origin.meta),
         )
+
+
+def _changes(newest: RunRow | None, *, commit: str | None, meta: Mapping[str, str]) -> Changes | None:
+    """What changed since the baseline's newest run, when there is one and something to say."""
+    if newest is None:
+        return None
+    found = Changes.of(newest.run, commit=commit, meta=meta)
+    return None if found.empty else found
 
 
 def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:

@@ -655,16 +655,14 @@ class Ruled:
         assert d is not None  # a window that could not be judged makes errors, whose reason is theirs
         moved = np.flatnonzero(d.failing)
         judged = len(self.judged)
-        # How many moved of how many, and their mean change: `(20 of 50 steps, +8.0%)`.
-        aside = [f"{len(moved)} of {judged} steps"] if 1 < judged != len(moved) else []
-        aside += [] if d.pct is None else [f"{d.pct:+.1f}%"]
-        where = (
-            f"{'step' if len(moved) == 1 else 'steps'} {self._ranges(selection, moved)} moved {d.direction}"
-        )
+        steps = "step" if len(moved) == 1 else "steps"
+        where = f"{steps} {self._ranges(selection, moved)} moved {d.direction}"
         if len(moved) == judged and judged > 1:
             where = f"all {judged} steps moved {d.direction}"
-        if aside:
-            where += f" ({', '.join(aside)})"
+        elif judged > 1:
+            where += f" ({len(moved)} of {judged} steps)"
+        # The statistic's steps' mean change against their usual values.
+        change = "" if d.pct is None else f" ({d.pct:+.1f}% on average)"
         sign = 1.0 if d.direction == "up" else -1.0
         worst = int(moved[np.argmax(sign * d.z[moved])])
         value = float(selection.numbers()[int(self.judged[worst])])
@@ -674,14 +672,14 @@ class Ruled:
             # A lone step beyond anything the window's nights showed, and an explosion (budget.py).
             lone = _name(selection.steps[int(self.judged[d.first])])
             fired = (
-                f"fired: step {lone} exploded on its own, {d.distance:.3g} spreads {d.direction}, beyond "
-                f"{d.threshold:.3g}: farther than any step of the {d.nights} past nights went"
+                f"fired: step {lone} exploded on its own{change}, {d.distance:.3g} spreads {d.direction}, "
+                f"beyond {d.threshold:.3g}: farther than any step of the {d.nights} past nights went"
             )
         else:
             unit = "spreads" if d.kind == "mean" else "(a score)"
             capped = "at least " if judged > 1 and d.kind == "mean" and d.distance >= CLIP_Z else ""
             fired = (
-                f"fired: {statistic} went {capped}{d.distance:.2f} {unit} {d.direction}, beyond "
+                f"fired: {statistic}{change} went {capped}{d.distance:.2f} {unit} {d.direction}, beyond "
                 f"{d.threshold:.2f} that a clean night passes with probability {gate.false_alarm:g}"
             )
         versus, edge = self._versus(worst, value)

@@ -520,12 +520,13 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     assert gate["status"] == "fail"
     # The steps that moved beyond their own noise fail (attribution); the mean of all of them fired.
     assert re.match(
-        rf"(all {STEPS} steps|steps? [\d, -]+) moved up \((\d+ of {STEPS} steps, )?\+\d+\.\d%\); ", why
+        rf"(all {STEPS} steps|steps? [\d, -]+) moved up( \(\d+ of {STEPS} steps\))?; ", why
     )
     assert re.search(
-        rf"; fired: the mean over all {STEPS} steps went \d+\.\d\d spreads up, beyond \d+\.\d\d that a clean "
-        r"night passes with probability 0\.01; worst step \d+: \d\.\d+ vs usual \d\.\d+ ± 0\.\d+: \+\d+(\.\d)? "
-        r"spreads \(fails alone beyond \d\.\d+\); budget rule, 20 past nights$",
+        rf"; fired: the mean over all {STEPS} steps \(\+\d+\.\d% on average\) went \d+\.\d\d spreads up, "
+        r"beyond \d+\.\d\d that a clean night passes with probability 0\.01; worst step \d+: "
+        r"\d\.\d+ vs usual \d\.\d+ ± 0\.\d+: \+\d+(\.\d)? spreads \(fails alone beyond \d\.\d+\); "
+        r"budget rule, 20 past nights$",
         why,
     )
     # Wrapped to the terminal at spaces: the words are the same.
@@ -555,12 +556,12 @@ def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) 
     assert why is not None
     # Only steps of the block fail, and the statistic that fired is named with the steps it covers.
     assert re.match(
-        r"steps? 3[3-9](-(3[4-9]|40))?(, 3[4-9](-(3[4-9]|40))?)* moved up \([1-8] of 100 steps, ", why
+        r"steps? 3[3-9](-(3[4-9]|40))?(, 3[4-9](-(3[4-9]|40))?)* moved up \([1-8] of 100 steps\); ", why
     )
     assert re.search(
-        r"; fired: the edges of the block steps 33-40 \(rising at step 33, falling back after step 40\) went "
-        r"\d+\.\d\d \(a score\) up, beyond \d+\.\d\d that a clean night passes with probability 0\.01; worst step "
-        r"3[3-9]|40: ",
+        r"; fired: the edges of the block steps 33-40 \(rising at step 33, falling back after step 40\) "
+        r"\(\+\d+\.\d% on average\) went \d+\.\d\d \(a score\) up, beyond \d+\.\d\d that a clean night "
+        r"passes with probability 0\.01; worst step (3[3-9]|40): ",
         why,
     )
 
@@ -571,7 +572,8 @@ def test_a_drift_found_by_the_trend_says_how_the_run_drifted(tmp_path: Path) -> 
     assert why is not None
     assert re.match(r"(all 100 steps|steps? [\d, -]+) moved up \(", why)
     assert re.search(
-        r"; fired: the trend over all 100 steps \(a drift up along the run\) went \d+\.\d\d \(a score\) up, "
+        r"; fired: the trend over all 100 steps \(a drift up along the run\) \(\+\d+\.\d% on average\) went "
+        r"\d+\.\d\d \(a score\) up, "
         r"beyond \d+\.\d\d that a clean night passes with probability 0\.01; worst step \d+: ",
         why,
     )
@@ -671,7 +673,10 @@ def test_a_why_line_at_the_clip_says_at_least(seeded: tuple[Path, str, np.ndarra
     )
     [gate] = json.loads(result.out)["gates"]
     assert result.code == 1
-    assert f"fired: the mean over all {STEPS} steps went at least 5.00 spreads up" in gate["why"]
+    assert re.search(
+        rf"fired: the mean over all {STEPS} steps \(\+\d+\.\d% on average\) went at least 5\.00 spreads up",
+        gate["why"],
+    )
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,11 @@ class Changes:
         )
         return cls(newest.run_id, newest.commit, commit, differ)
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to say: no metadata differs and tonight's commit or the baseline's is unknown."""
+        return not self.meta and not (self.since_commit and self.commit)
+
     def line(self) -> str:
         """`since the baseline's newest run night-11 (commit c11): image 26.02 -> 26.04; commits c11..c12`."""
         parts = [f"{key} {old or '(none)'} -> {new or '(none)'}" for key, old, new in self.meta]
@@ -81,9 +86,7 @@ class Changes:
         elif self.since_commit and self.since_commit == self.commit:
             parts.append("the same commit")
         at = f" (commit {self.since_commit[:12]})" if self.since_commit else ""
-        return f"since the baseline's newest run {self.since_run}{at}: " + (
-            "; ".join(parts) or "no metadata changed"
-        )
+        return f"since the baseline's newest run {self.since_run}{at}: " + "; ".join(parts)
 
     def as_json(self) -> dict[str, Any]:
         return {
