@@ -205,6 +205,12 @@ def build_parser() -> Parser:
     )
     db_option(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="text: also a row per step of an all-steps gate that failed or flipped (default: a row per "
+        "gate; JSON always lists them)",
+    )
 
     p = add(
         sub,
@@ -351,6 +357,7 @@ def _backtest(args: argparse.Namespace) -> int:
         metric=args.metric,
         fmt_name=args.format,
         inject=args.inject,
+        per_step=args.steps,
     )
 
 

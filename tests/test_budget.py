@@ -519,9 +519,7 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     why = gate["why"]
     assert gate["status"] == "fail"
     # The steps that moved beyond their own noise fail (attribution); the mean of all of them fired.
-    assert re.match(
-        rf"(all {STEPS} steps|steps? [\d, -]+) moved up( \(\d+ of {STEPS} steps\))?; ", why
-    )
+    assert re.match(rf"(all {STEPS} steps|steps? [\d, -]+) moved up( \(\d+ of {STEPS} steps\))?; ", why)
     assert re.search(
         rf"; fired: the mean over all {STEPS} steps \(\+\d+\.\d% on average\) went \d+\.\d\d spreads up, "
         r"beyond \d+\.\d\d that a clean night passes with probability 0\.01; worst step \d+: "
