@@ -71,7 +71,8 @@ def before_module() -> ModuleType:
     path = Path(tempfile.mkdtemp()) / "budget_main.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("budget_main", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["budget_main"] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
@@ -119,7 +120,7 @@ def _block(rng: np.random.Generator, m: int, share: float) -> Array:
 
 
 def simulated(
-    family: Family, m: int, nights: int, shift: float, share: float, seed: int, before: ModuleType
+    family: Family, m: int, nights: int, *, shift: float, share: float, seed: int, before: ModuleType
 ) -> dict[str, dict[str, float]]:
     rng = np.random.default_rng([seed, m, FAMILIES.index(family)])
     sigma = (family.sigma_from or family.sample)(rng, SIGMA_NIGHTS, m).std(axis=0, ddof=1)
@@ -182,7 +183,9 @@ def real(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nights", type=int, default=300, help="shifted nights per simulated cell")
     parser.add_argument("--steps", default="20,100", help="step counts, comma-separated")
     parser.add_argument("--shift", type=float, default=3.0, help="the block's shift, in sigmas")
@@ -198,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.families.split(","):
         family = next(f for f in FAMILIES if f.name == name)
         for m in map(int, args.steps.split(",")):
-            found = simulated(family, m, args.nights, args.shift, args.block, args.seed, before)
+            found = simulated(
+                family, m, args.nights, shift=args.shift, share=args.block, seed=args.seed, before=before
+            )
             cells.append((name, str(m), found))
     if not args.no_real and REAL.exists():
         every, quiet = real(args.shift, args.block, args.seed, before)
@@ -215,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(
-        "| family | steps | runs (after) | outside % before | outside % after | detect % before | detect % after "
-        "| moved marked % before | moved marked % after |"
+        "| family | steps | runs (after) | outside % before | outside % after | detect % before "
+        "| detect % after | moved marked % before | moved marked % after |"
     )
     print("|---" * 9 + "|")
     for family, steps, rows in cells:

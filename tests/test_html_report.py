@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 import subprocess
@@ -215,23 +214,10 @@ FAIL_RGB = (0xC0, 0x39, 0x2B)  # plots.COLORS["fail"]
 def moved(tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The three gates of tests/test_verdict_wording.py, 12 clean nightlies and a latest nightly whose loss
     moved up 20% on steps 30-49, all written; the report's test page."""
-    from test_verdict_wording import BASE as WORDING_BASE
-    from test_verdict_wording import GATES as WORDING_GATES
-    from test_verdict_wording import TEST as WORDING_TEST
-    from test_verdict_wording import night
+    from test_verdict_wording import nightlies
 
     monkeypatch.chdir(tmp_path)
-    gates = Path("gates")
-    gates.mkdir()
-    (gates / "base.yaml").write_text(WORDING_BASE, encoding="utf-8")
-    (gates / "t.yaml").write_text(WORDING_GATES, encoding="utf-8")
-    rng = np.random.default_rng(5)
-    rec = tmp_path / "r.jsonl"
-    for i in range(13):
-        rec.write_text(json.dumps(night(rng, moved=i == 12)) + "\n", encoding="utf-8")
-        done = run_cli("evaluate", "--gates", gates, "--test", WORDING_TEST, "--record", rec, "--db", db,
-                       "--write", "--run-id", f"night-{i:02d}", "--commit", f"c{i:02d}")  # fmt: skip
-        assert done.code in (0, 1), done.err
+    gates = nightlies(tmp_path, db, nights=13, moved_last=True)
     result = run_cli("report", "--html", tmp_path / "site", "--gates", gates, "--db", db)
     assert result.code == 0, result.err
     return _page(tmp_path / "site")

@@ -49,24 +49,32 @@ def night(rng: np.random.Generator, *, moved: bool = False) -> dict[str, list[li
     }
 
 
-@pytest.fixture
-def pr(tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
-    """A store of 12 clean nightlies of three gates, and tonight's PR run whose loss moved on steps 30-49:
-    (gates, the PR's record, the store)."""
-    monkeypatch.chdir(tmp_path)  # gate files print as gates/t.yaml, as in a CI checkout
+def nightlies(root: Path, db: str, *, nights: int, moved_last: bool) -> Path:
+    """The three gates under `root` (the working directory, so that gate files print as gates/t.yaml, as
+    in a CI checkout) and `nights` clean nightlies written, the last one's loss moved if `moved_last`;
+    the gates root."""
     gates = Path("gates")
     gates.mkdir()
     (gates / "base.yaml").write_text(BASE, encoding="utf-8")
     (gates / "t.yaml").write_text(GATES, encoding="utf-8")
     rng = np.random.default_rng(5)
-    rec = tmp_path / "r.jsonl"
-    for i in range(12):
-        rec.write_text(json.dumps(night(rng)) + "\n", encoding="utf-8")
+    rec = root / "r.jsonl"
+    for i in range(nights):
+        rec.write_text(json.dumps(night(rng, moved=moved_last and i == nights - 1)) + "\n", encoding="utf-8")
         done = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", rec, "--db", db, "--write",
                        "--run-id", f"night-{i:02d}", "--commit", f"c{i:02d}")  # fmt: skip
         assert done.code in (0, 1), done.err
+    return gates
+
+
+@pytest.fixture
+def pr(tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, str]:
+    """A store of 12 clean nightlies of three gates, and tonight's PR run whose loss moved on steps 30-49:
+    (gates, the PR's record, the store)."""
+    monkeypatch.chdir(tmp_path)
+    gates = nightlies(tmp_path, db, nights=12, moved_last=False)
     tonight = tmp_path / "pr.jsonl"
-    tonight.write_text(json.dumps(night(rng, moved=True)) + "\n", encoding="utf-8")
+    tonight.write_text(json.dumps(night(np.random.default_rng(6), moved=True)) + "\n", encoding="utf-8")
     return gates, tonight, db
 
 
