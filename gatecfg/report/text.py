@@ -54,7 +54,7 @@ def render_text(report: RunReport, *, verbose: bool = False) -> str:
     if report.changes is not None:
         out.line(terminal(f"CHANGED {report.changes.line()}"), indent=2)
     for warning in report.warnings:
-        out.line(terminal(f"RE-KEYED {warning.gate.metric}: {warning.message}"), indent=2)
+        out.line(terminal(f"WARNING re-key: {warning.message}"), indent=2)
     out.line(terminal(_verdict_line(report)), indent=2)
     return out.text()
 
