@@ -26,8 +26,10 @@ at REAL_POSITIONS random positions. No version is a clean night (each is a delib
 move any step), so a second row counts only the tonights the rule passes unshifted: there a step outside
 the block that fails is one the shift made fail.
 
-"Before" is the `main` branch's gatecfg/budget.py (`git show main:gatecfg/budget.py`, loaded as a
-module of its own; it imports nothing from gatecfg), "after" the checked-out one.
+"Before" is gatecfg/budget.py as it was just before attribution (`--before REV`; by default the parent of
+the commit that introduced `ATTRIBUTION`, found with `git log -S`: the same rule, its lone step included,
+without attribution), loaded from `git show` as a module of its own (it imports nothing from gatecfg);
+"after" the checked-out one.
 """
 
 from __future__ import annotations
@@ -60,14 +62,19 @@ REAL_POSITIONS = 5  # block positions per real tonight
 Judge = Callable[[Array, Array], tuple[bool, Array]]  # (values, history) -> (fired, failing)
 
 
-def before_module() -> ModuleType:
-    """The `main` branch's budget.py as a module of its own."""
-    source = subprocess.run(
-        ["git", "-C", str(REPO), "show", "main:gatecfg/budget.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True).stdout
+
+
+def before_attribution() -> str:
+    """The revision just before the commit that introduced attribution to gatecfg/budget.py."""
+    found = git("log", "-S", "ATTRIBUTION = ", "--format=%H", "--", "gatecfg/budget.py").split()
+    return f"{found[-1]}^"
+
+
+def before_module(revision: str) -> ModuleType:
+    """budget.py at `revision` as a module of its own."""
+    source = git("show", f"{revision}:gatecfg/budget.py")
     path = Path(tempfile.mkdtemp()) / "budget_main.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("budget_main", path)
@@ -193,9 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default=",".join(f.name for f in FAMILIES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-real", action="store_true", help="skip the megatron-goldens curves")
+    parser.add_argument(
+        "--before", metavar="REV", help="the budget.py compared with (default: before attribution)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    before = before_module()
+    revision = args.before or before_attribution()
+    before = before_module(revision)
     started = time.perf_counter()
     cells: list[tuple[str, str, dict[str, dict[str, float]]]] = []
     for name in args.families.split(","):
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"attribution: a block of {args.block:.0%} of the steps shifted {args.shift:g} sigma, "
         f"{args.nights} nights per simulated cell, window {WINDOW}, false_alarm {ALPHA}, seed {args.seed}; "
-        f"{elapsed:.0f} s"
+        f"before: budget.py at {git('rev-parse', '--short', revision).strip()}; {elapsed:.0f} s"
     )
     print()
     print(
