@@ -38,6 +38,7 @@ def evaluate(
     url: str | None = None,
     require_history: bool = False,
     write_override: str | None = None,
+    meta: Mapping[str, str] | None = None,
 ) -> RunReport:
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
 
@@ -48,7 +49,10 @@ def evaluate(
     A store that does not exist is a `StoreError` unless `write` (which creates a SQLite store); with
     `require_history` (or the policy field), no stored run of the series makes `exit_code` 1.
     A write the base file's `policy.write` refuses for this CI job raises `InputError`, unless
-    `write_override` gives the reason it is written anyway (stored with the run).
+    `write_override` gives the reason it is written anyway (stored with the run). `meta` is what the run
+    carries beyond its identity (`{"image": "26.04"}`, as `--meta image=26.04`): stored with the run, with
+    what the CI tells of its runner, and named in the report when a gate fails and it differs from the
+    baseline's newest run.
 
     Raises `GateFileError` (invalid gate files, or none for `test`), `RecordError` (invalid metrics),
     `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
@@ -71,6 +75,7 @@ def evaluate(
             enforce=settings.enforce(),
             require_history=require_history,
             write_override=write_override,
+            meta=dict(meta or {}),
         )
     )
 

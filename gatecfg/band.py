@@ -38,6 +38,18 @@ def fmt(x: float | None) -> str:
     return f"{x:.{SHOWN}g}"
 
 
+def near(x: float, spread: float) -> str:
+    """A number to the decimals its spread makes meaningful (two significant digits of the spread): 6.60
+    beside a spread of 0.10, 2.1934 beside 0.0012; the shortest form when the spread is none or huge."""
+    if not math.isfinite(x):
+        return fmt(x)
+    if spread > 0 and math.isfinite(spread):
+        decimals = 1 - math.floor(math.log10(spread))
+        if 0 <= decimals <= 12 and abs(x) < 1e15:
+            return f"{x:.{decimals}f}"
+    return f"{x:.3g}"
+
+
 @dataclass(frozen=True)
 class Band:
     """Reference and edges at one coordinate: `lo`/`hi` None for an open side, `ref` None with no history."""

@@ -22,7 +22,9 @@ from gatecfg.cli_args import (
     add,
     db_option,
     gates_option,
+    meta_option,
     probability,
+    run_meta,
     series_labels,
     series_option,
     step,
@@ -125,6 +127,7 @@ def build_parser() -> Parser:
     gates_option(p)
     db_option(p)
     series_option(p)
+    meta_option(p)
     p.add_argument("--run-id", help="unique id of this evaluation (default: from CI, else generated)")
     p.add_argument("--commit", help="default: GITHUB_SHA / CI_COMMIT_SHA / ...")
     p.add_argument("--branch", help="default: GITHUB_REF_NAME / CI_COMMIT_REF_NAME / ...")
@@ -137,6 +140,11 @@ def build_parser() -> Parser:
         default=[],
         metavar="FMT=FILE",
         help="also write another format to a file, e.g. junit=gatecfg.xml (repeatable)",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="text report: also the steps that need attention and every gate, as tables",
     )
     for verb, trusted in (("untrust", False), ("trust", True)):
         p = add(
@@ -221,6 +229,12 @@ def build_parser() -> Parser:
     )
     db_option(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="text: also a row per step of an all-steps gate that failed or flipped (default: a row per "
+        "gate; JSON always lists them)",
+    )
 
     p = add(
         sub,
@@ -328,8 +342,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         url=args.url,
         require_history=args.require_history,
         write_override=_override(args),
+        meta=run_meta(args.meta),
     )
-    return print_report(report, outputs, summary)
+    return print_report(report, outputs, summary, verbose=args.verbose)
 
 
 def _override(args: argparse.Namespace) -> str | None:
@@ -380,6 +395,7 @@ def _backtest(args: argparse.Namespace) -> int:
         metric=args.metric,
         fmt_name=args.format,
         inject=args.inject,
+        per_step=args.steps,
     )
 
 

@@ -28,27 +28,21 @@ SubParsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
 def series_labels(values: Sequence[str] | None) -> dict[str, str]:
-    from gatecfg.provenance import check_name  # here: `gatecfg --help` imports no pydantic
+    from gatecfg.provenance import key_values  # here: `gatecfg --help` imports no pydantic
 
-    labels: dict[str, str] = {}
-    for item in values or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError.at("--series", f"`{item}` is not KEY=VALUE", hint="e.g. --series hardware=h100")
-        if key == "test":
-            raise InputError.at("--series", "`test` is not a label: the test is always part of the series")
-        key, value = key.strip(), value.strip()
-        if key in labels:
-            raise InputError.at(
-                "--series",
-                f"`{key}` is given twice (`{key}={labels[key]}` and `{key}={value}`)",
-                hint="give each label once: a run belongs to one series",
-            )
-        check_name(key, "--series")
-        if value:  # an empty value is a label too
-            check_name(value, "--series")
-        labels[key] = value
-    return labels
+    return key_values(
+        values,
+        flag="--series",
+        example="hardware=h100",
+        once="give each label once: a run belongs to one series",
+        reserved={"test": "`test` is not a label: the test is always part of the series"},
+    )
+
+
+def run_meta(values: Sequence[str] | None) -> dict[str, str]:
+    from gatecfg.provenance import key_values
+
+    return key_values(values, flag="--meta", example="image=26.04", once="give each key once")
 
 
 def add(
@@ -78,6 +72,16 @@ def series_option(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="a label that separates histories, e.g. hardware=h100 (repeatable)",
+    )
+
+
+def meta_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--meta",
+        action="append",
+        metavar="KEY=VALUE",
+        help="what the run carries beyond its identity, stored with it and named when a gate fails, e.g. "
+        "image=26.04 or cuda=12.8 (repeatable; the CI's runner and image are added)",
     )
 
 

@@ -19,10 +19,10 @@ from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
-from gatecfg.report import RunReport, RunSummary
+from gatecfg.report import Changes, RunReport, RunSummary
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
-from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
@@ -44,6 +44,7 @@ class Request:
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
     require_history: bool = False  # --require-history; the policy field `require_history` does the same
     write_override: str | None = None  # --override-write-policy REASON, stored with the run
+    meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
 
 
 def run_evaluation(req: Request) -> RunReport:
@@ -58,7 +59,9 @@ def run_evaluation(req: Request) -> RunReport:
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
         for gate in resolved.gates
     ]
-    origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
+    origin = provenance(
+        test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url, meta=req.meta
+    )
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:
@@ -90,6 +93,10 @@ def run_evaluation(req: Request) -> RunReport:
         notes += followed.notes()
         notes += [f"MISSING STEPS: {r.gate.metric}: {r.missing_text()}" for r in results if r.missing]
         is_trusted = trusted(results)
+        # Only a run with a failing gate asks what changed since the baseline's newest run.
+        newest = None
+        if not is_trusted:
+            newest = store.newest_run(series, baseline=resolved.policy.baseline, exclude_run_id=origin.run_id)
         stored = False
         if req.write:
             info = RunInfo(
@@ -106,6 +113,7 @@ def run_evaluation(req: Request) -> RunReport:
                 gate_trusted=is_trusted,
                 written_by=__version__,
                 write_override=req.write_override,
+                meta=origin.meta,
             )
             stored = store.write_run(
                 info, _points(results, series, test), rejoin=followed.rejoin, accept=followed.accept
@@ -124,6 +132,7 @@ def run_evaluation(req: Request) -> RunReport:
                 written=stored,
                 already_stored=req.write and not stored,
                 trusted=is_trusted,
+                source=origin.source,
             ),
             results=results,
             warnings=warnings,
@@ -133,7 +142,16 @@ def run_evaluation(req: Request) -> RunReport:
             notes=notes,
             shifts=followed.shifts,
             stale=followed.stale,
+            changes=_changes(newest, commit=origin.commit, meta=origin.meta),
         )
+
+
+def _changes(newest: RunRow | None, *, commit: str | None, meta: Mapping[str, str]) -> Changes | None:
+    """What changed since the baseline's newest run, when there is one and something to say."""
+    if newest is None:
+        return None
+    found = Changes.of(newest.run, commit=commit, meta=meta)
+    return None if found.empty else found
 
 
 def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:

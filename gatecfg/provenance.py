@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gatecfg.errors import InputError
@@ -22,6 +22,36 @@ class Provenance:
     ci_run_id: str | None
     ci_run_attempt: str | None
     url: str | None
+    # The repository's files at this commit on the CI's web UI (`https://github.com/o/r/blob/<sha>`):
+    # reports link each gate to its file and line there.
+    source: str | None = None
+    # What the run carries beyond its identity: what the CI tells of its runner, then `--meta` (which wins).
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+
+# What each CI tells of the machine a job runs on, by its documented variables: (meta key, variables whose
+# values joined by a space are its value). GitHub's hosted runners name their image in ImageOS/ImageVersion.
+CI_META: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("runner", ("RUNNER_NAME",)),
+    ("runner.os", ("RUNNER_OS",)),
+    ("runner.arch", ("RUNNER_ARCH",)),
+    ("runner.image", ("ImageOS", "ImageVersion")),
+    ("runner", ("CI_RUNNER_DESCRIPTION",)),  # GitLab
+    ("runner.arch", ("CI_RUNNER_EXECUTABLE_ARCH",)),
+    ("image", ("CI_JOB_IMAGE",)),
+    ("runner", ("BUILDKITE_AGENT_NAME",)),
+    ("runner", ("NODE_NAME",)),  # Jenkins
+)
+
+
+def ci_meta(env: Mapping[str, str]) -> dict[str, str]:
+    """What the CI's variables tell of the runner (the first CI that names each key wins)."""
+    found: dict[str, str] = {}
+    for key, names in CI_META:
+        parts = [value for name in names if (value := env.get(name, "").strip())]
+        if parts and key not in found:
+            found[key] = " ".join(parts)
+    return found
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -40,6 +70,11 @@ def _ci_url(env: Mapping[str, str]) -> str | None:
     return _first(env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL")
 
 
+def _source_url(env: Mapping[str, str]) -> str | None:
+    server, repo, sha = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_SHA")
+    return f"{server}/{repo}/blob/{sha}" if server and repo and sha else None
+
+
 def provenance(
     *,
     test: str,
@@ -47,6 +82,7 @@ def provenance(
     commit: str | None,
     branch: str | None,
     url: str | None,
+    meta: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Provenance:
     """Flags win over the environment. The default run id names one evaluation of one test:
@@ -71,10 +107,17 @@ def provenance(
         ci_run_attempt=attempt,
         # A link to the CI run is shown in reports and kept in the store: never with a credential in it.
         url=_masked(url or _ci_url(env)),
+        source=_masked(_source_url(env)),
+        meta={**ci_meta(env), **(meta or {})},
     )
+    for key, value in found.meta.items():
+        check_name(key, "the run's meta key")
+        if value:
+            check_name(value, f"the run's meta {key}")
     # What the environment gave is checked too, before it reaches the store (exit 2, not a store fault).
     for name, value in vars(found).items():
-        check_name(value, "the run's " + name.replace("_", " "))
+        if name != "meta":
+            check_name(value, "the run's " + name.replace("_", " "))
     return found
 
 
@@ -90,3 +133,31 @@ def check_name(value: str | None, where: str) -> None:
     problem = "is empty" if not value.strip() else name_problem(value)
     if problem is not None:
         raise InputError.at(where, f"{shorten(value)!r} {problem}", hint="give a short printable identifier")
+
+
+def key_values(
+    values: Sequence[str] | None,
+    *,
+    flag: str,
+    example: str,
+    once: str,
+    reserved: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """`KEY=VALUE` arguments of a repeatable flag as a dict, each key and value a printable name."""
+    found: dict[str, str] = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError.at(flag, f"`{item}` is not KEY=VALUE", hint=f"e.g. {flag} {example}")
+        if key in (reserved or {}):
+            raise InputError.at(flag, (reserved or {})[key])
+        key, value = key.strip(), value.strip()
+        if key in found:
+            raise InputError.at(
+                flag, f"`{key}` is given twice (`{key}={found[key]}` and `{key}={value}`)", hint=once
+            )
+        check_name(key, flag)
+        if value:  # an empty value is a value too
+            check_name(value, flag)
+        found[key] = value
+    return found

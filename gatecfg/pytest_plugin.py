@@ -63,6 +63,7 @@ class _Settings:
     gates: Path | None  # None: gating is off
     db: str | None
     write: bool
+    meta: Mapping[str, str]  # --gatecfg-meta and the ini's gatecfg_meta: stored with each gated run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,9 +85,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="store each gated run into history (nightlies only; default: the ini's gatecfg_write)",
     )
+    group.addoption(
+        "--gatecfg-meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what each gated run carries beyond its identity, e.g. image=26.04 (repeatable; with the ini's "
+        "gatecfg_meta lines), as `gatecfg evaluate --meta`",
+    )
     parser.addini("gatecfg_gates", "gates root for gate_metrics, relative to the rootdir (turns gating on)")
     parser.addini("gatecfg_db", "history store URL for gate_metrics")
     parser.addini("gatecfg_write", "store gated runs into history", type="bool", default=False)
+    parser.addini("gatecfg_meta", "KEY=VALUE lines stored with each gated run", type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,8 +108,20 @@ def pytest_configure(config: pytest.Config) -> None:
         gates = config.rootpath / ini if ini else None
     db: str | None = config.getoption("gatecfg_db") or str(config.getini("gatecfg_db") or "") or None
     write = config.getoption("gatecfg_write")
+    from gatecfg.errors import GatecfgError
+    from gatecfg.provenance import key_values
+
+    try:  # the ini's lines first: a --gatecfg-meta key given again on the command line is an error too
+        meta = key_values(
+            [*config.getini("gatecfg_meta"), *config.getoption("gatecfg_meta")],
+            flag="--gatecfg-meta",
+            example="image=26.04",
+            once="give each key once (in gatecfg_meta and --gatecfg-meta together)",
+        )
+    except GatecfgError as exc:
+        raise pytest.UsageError(f"gatecfg: {exc}") from None
     config.stash[_SETTINGS] = _Settings(
-        gates=gates, db=db, write=bool(config.getini("gatecfg_write") if write is None else write)
+        gates=gates, db=db, write=bool(config.getini("gatecfg_write") if write is None else write), meta=meta
     )
     config.pluginmanager.register(_Summary(), "gatecfg-summary")
 
@@ -141,30 +163,33 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
 
     try:
         record = read_records(metrics.files, metrics.points)
-        report = evaluate(test, record, gates=settings.gates, db=settings.db, write=settings.write)
+        report = evaluate(
+            test, record, gates=settings.gates, db=settings.db, write=settings.write, meta=settings.meta
+        )
     except GatecfgError as exc:
         pytest.fail(f"gatecfg: {exc}", pytrace=False)
     failed = _record(item, test, report)
     if report.exit_code and not failed:  # no stored history under require_history: the notice says so
         failed = [f"  {note}" for note in report.notes]
     if failed:
-        pytest.fail("\n".join([f"gatecfg: enforced gate failed ({test})", *failed]), pytrace=False)
+        from gatecfg.report.labels import Noise
+
+        header = f"gatecfg: enforced gate failed ({test}); {Noise.of(report.results).line()}"
+        changed = [] if report.changes is None else [f"  changed {report.changes.line()}"]
+        pytest.fail("\n".join([header, *failed, *changed]), pytrace=False)
 
 
 def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
     """Properties for JUnit and the terminal summary; the lines of the enforced failures."""
-    from gatecfg.report import role, step_label
+    from gatecfg.report import role
 
     failed: list[str] = []
     for result in report.results:
         item.user_properties.append((_GATE + result.gate.metric, f"{result.status} ({role(result)})"))
         if not result.blocks_trust:
             continue
-        first = next(result.where("fail", "error"))
-        line = (
-            f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.reason}; "
-            f"first at step {step_label(first)}: {first.reason}"
-        )
+        # The gate's why, as every report gives it: the steps that moved and the statistic that fired.
+        line = f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.why}"
         if result.fails_job:
             failed.append(line)
         else:

@@ -1,8 +1,10 @@
 """The terminal: plain-text reports drawn at its width, and signs of life on stderr during long commands.
 
 Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
-they are drawn NOT_A_TTY_WIDTH wide. Progress goes to stderr: rich's progress bar on a terminal, else a
-line every HEARTBEAT_S seconds while a stage runs, so a quick command prints nothing extra.
+they are drawn NOT_A_TTY_WIDTH wide, the width every CI log viewer shows without scrolling. Lines wrap at
+spaces: a word is folded only when it is wider than the whole line (a long URL). Progress goes to stderr:
+rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
+command prints nothing extra.
 
 Tables are drawn here rather than by rich: rich measures every cell through its segment machinery, about
 half a millisecond per row and 0.1 s of imports, which made the text report of a small evaluation cost
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TextIO
 
-NOT_A_TTY_WIDTH = 120
+NOT_A_TTY_WIDTH = 80
 MIN_WIDTH = 60
 HEARTBEAT_S = 5.0
 
@@ -40,10 +42,19 @@ class TextReport:
         self.width = width()
         self._lines: list[str] = []
 
-    def line(self, text: str = "", *, wrap: bool = True) -> None:
-        """One line, wrapped to the width unless `wrap` is false (a line a person greps for whole)."""
+    def line(self, text: str = "", *, wrap: bool = True, indent: int = 0) -> None:
+        """One line, wrapped to the width unless `wrap` is false, its continuation lines indented by
+        `indent` blanks (so that a reader sees where the next item starts)."""
         for part in text.split("\n"):
-            self._lines += _wrapped(part, self.width) if wrap else [part]
+            if not wrap:
+                self._lines.append(part)
+                continue
+            first, *rest = _wrapped(part, self.width)
+            # The continuation is re-wrapped at the narrower width its indent leaves.
+            self._lines.append(first)
+            if rest:
+                tail = _wrapped(" ".join(rest), self.width - indent)
+                self._lines += [" " * indent + piece for piece in tail]
 
     def table(
         self, columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
@@ -108,6 +119,8 @@ def _padded(text: str, width: int) -> str:
 
 
 def _wrapped(text: str, at: int) -> list[str]:
+    """`text` in lines of at most `at` cells, broken at spaces; only a word wider than the whole line (a
+    long URL) is folded."""
     if cells(text) <= at:
         return [text]
     if text.isascii():

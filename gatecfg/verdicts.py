@@ -20,6 +20,7 @@ from gatecfg.band import (
     fmt,
     limits_breach,
     min_values,
+    near,
     ragged_bands,
     tidy,
 )
@@ -274,7 +275,9 @@ class GateVerdicts(Sequence[Verdict]):
                 self.policy,
                 enforce=self.enforced,
                 current=self.band_at(index) if self.ruled is not None else self._bands[index],
-                ruled=None if self.ruled is None else self.ruled.step(index),
+                ruled=None
+                if self.ruled is None
+                else self.ruled.step(index, self.selection[index].value, self.selection),
             )
             if found.status != self.statuses[index]:  # pragma: no cover - _statuses is exact by design
                 raise AssertionError(
@@ -423,7 +426,9 @@ class GateVerdicts(Sequence[Verdict]):
             f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
         )
         plural = "s" * (self.failing != 1)
-        text = f"{self.failing} of {self.judged} steps failing (step{plural} {shown})"
+        text = (
+            f"{self.failing} of {self.judged} step{'s' * (self.judged != 1)} failing (step{plural} {shown})"
+        )
         if self.gate.tolerate:
             text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
         return f"{text}; worst: step {step_name(worst)} {worst.reason}"
@@ -607,101 +612,130 @@ class Ruled:
 
         return Band(tidy(float(d.loc[k])), self.nights, at(d.lo), at(d.hi), at(d.spread))
 
-    def step(self, index: int) -> tuple[Status, str] | None:
-        """The status and reason of the index-th selected step, when the rule judged it."""
+    def step(self, index: int, value: float | None, selection: Selection) -> tuple[Status, str] | None:
+        """The status and reason of the index-th selected step (its value `value`), when the rule judged
+        it: "6.6 vs usual 2.19 ± 0.1: +44 spreads (fails alone beyond 3.7)", and for a failing step what
+        made it fail (docs/evaluate.md, "Reading a budget gate")."""
         k = self.position.get(index)
         if k is None:
             return None
         d = self.decision
         if d is None:
             return "error", self.problem or "the window cannot be judged against"
-        baseline = f"{float(d.z[k]):+.2f} scales from median={fmt(float(d.loc[k]))} of {d.nights} nights"
+        assert value is not None  # judged steps have values
+        versus, edge = self._versus(k, value)
         if not d.failing[k]:
-            return "pass", f"{baseline}; the gate's steps are within the false-alarm budget"
+            return "pass", f"{versus} (fails alone {edge})"
+        if self._alone(k, value):
+            return "fail", f"{versus}, {edge} where it fails alone"
+        return "fail", f"{versus} (fails alone {edge}); moved with {self._statistic(d, selection)}"
+
+    def _versus(self, k: int, value: float) -> tuple[str, str]:
+        """A step's value against its usual value and spread in the metric's units (`6.60 vs usual 2.19 ±
+        0.10: +44 spreads`), and the edge beyond which it fails on its own (`beyond 3.70`)."""
+        d = self.decision
+        assert d is not None
+        assert d.spread is not None
+        loc, spread = float(d.loc[k]), float(d.spread[k])
+        text = f"{near(value, spread)} vs usual {near(loc, spread)} ± {near(spread, spread)}"
+        if spread > 0 and math.isfinite(value - loc):
+            text += f": {(value - loc) / spread:+.{1 if abs(value - loc) < 10 * spread else 0}f} spreads"
+        lo = None if d.lo is None else float(d.lo[k])
+        hi = None if d.hi is None else float(d.hi[k])
+        if lo is not None and hi is not None:
+            return text, f"outside {near(lo, spread)} to {near(hi, spread)}"
+        if hi is not None:
+            return text, f"beyond {near(hi, spread)}"
+        assert lo is not None  # a budget gate judges at least one side
+        return text, f"below {near(lo, spread)}"
+
+    def _alone(self, k: int, value: float) -> bool:
+        """Whether the step is beyond the edge at which it fails on its own."""
+        d = self.decision
+        assert d is not None
+        return (d.hi is not None and value > float(d.hi[k])) or (d.lo is not None and value < float(d.lo[k]))
+
+    def _statistic(self, d: Decision, selection: Selection) -> str:
+        """The statistic that went furthest, fired or not, and the steps it covers, in words."""
+        judged = len(self.judged)
+        steps = self._covers(selection, d.first, d.last)
+        whole = d.first == 0 and d.last == judged - 1
         if d.kind == "edges":
-            moves = "rise and fall" if d.direction == "up" else "drop and return"
-            return "fail", (
-                f"{baseline}; among steps whose {moves} stand out of their correlated noise "
-                f"(edge score {d.distance:.2f}, threshold {d.threshold:.2f})"
+            first, last = (_name(selection.steps[int(self.judged[i])]) for i in (d.first, d.last))
+            moves = (
+                ("rising at", "falling back after") if d.direction == "up" else ("dropping at", "back after")
             )
+            return f"the edges of the block {steps} ({moves[0]} step {first}, {moves[1]} step {last})"
         if d.kind == "trend":
-            return "fail", (
-                f"{baseline}; among steps that drift {d.direction} along the run "
-                f"(trend score {d.distance:.2f}, threshold {d.threshold:.2f})"
-            )
+            return f"the trend over {steps} (a drift {d.direction} along the run)"
         if d.kind == "step":
-            return "fail", f"{baseline}; a step that exploded on its own (threshold {d.threshold:.2f})"
-        return "fail", (
-            f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
-            f"(threshold {d.threshold:.2f})"
-        )
+            return f"the lone step ({steps})"
+        return f"the mean over {steps}" if whole else f"the mean of the block {steps}"
 
     def why(self, gate: ResolvedGate, selection: Selection) -> str:
+        """A fired budget gate in one line: the steps that moved, the statistic that fired and how far it
+        went against the edge a clean night passes with probability `false_alarm`, and the worst step
+        against its usual value (docs/evaluate.md, "Reading a budget gate")."""
         d = self.decision
         assert d is not None  # a window that could not be judged makes errors, whose reason is theirs
-        judged = len(self.judged)
         moved = np.flatnonzero(d.failing)
-        strongest = self._steps(selection, d.first, d.last)
-        where = "all" if len(moved) == judged else self._steps(selection, int(moved[0]), int(moved[-1]))
-        pct = "" if d.pct is None else f" ({d.pct:+.1f}%)"
-        one = d.first == d.last
-        sits, their = ("sits", "its") if one else ("sit on average", "their")
-        above = "above" if d.direction == "up" else "below"
-        if d.kind == "edges":
-            # The block's edges fired: say how far its steps sit, and that their jumps in and out are
-            # what no clean night of this correlated metric shows.
-            sign = 1.0 if d.direction == "up" else -1.0
-            level = float(np.mean(np.clip(sign * d.z[d.first : d.last + 1], -CLIP_Z, CLIP_Z)))
-            first, last = (_name(selection.steps[int(self.judged[i])]) for i in (d.first, d.last))
-            jumps = f"rising at step {first} and falling back after step {last}"
-            if d.direction == "down":
-                jumps = f"dropping at step {first} and coming back after step {last}"
-            return (
-                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} "
-                f"{level:.2f} of {their} night-to-night scales {above} baseline{pct}, {jumps}: neighbouring "
-                f"steps move together (correlation {d.rho:.2f}), and a clean night's steps jump in and out "
-                f"that far with probability {gate.false_alarm:g} (edge score {d.distance:.2f} against "
-                f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
-            )
-        if d.kind == "trend":
-            # A drift along a run of correlated steps: the line through the steps, from start to end.
-            sign = 1.0 if d.direction == "up" else -1.0
-            steps = np.clip(sign * d.z, -CLIP_Z, CLIP_Z)
-            slope, start = (float(c) for c in np.polyfit(np.arange(judged, dtype=float), steps, 1))
-            end = start + slope * (judged - 1)
-            first, last = (_name(selection.steps[int(self.judged[i])]) for i in (0, judged - 1))
-            return (
-                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); the steps drift "
-                f"{d.direction} along the run, a line through them going from {start:.2f} at step {first} "
-                f"to {end:.2f} at step {last} of their night-to-night scales {above} baseline{pct}: "
-                f"neighbouring steps move together (correlation {d.rho:.2f}), and a clean night drifts that "
-                f"far with probability {gate.false_alarm:g} (trend score {d.distance:.2f} against "
-                f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
-            )
+        judged = len(self.judged)
+        steps = "step" if len(moved) == 1 else "steps"
+        where = f"{steps} {self._ranges(selection, moved)} moved {d.direction}"
+        if len(moved) == judged and judged > 1:
+            where = f"all {judged} steps moved {d.direction}"
+        elif judged > 1:
+            where += f" ({len(moved)} of {judged} steps)"
+        # The statistic's steps' mean change against their usual values.
+        change = "" if d.pct is None else f" ({d.pct:+.1f}% on average)"
+        sign = 1.0 if d.direction == "up" else -1.0
+        worst = int(moved[np.argmax(sign * d.z[moved])])
+        value = float(selection.numbers()[int(self.judged[worst])])
+        step = _name(selection.steps[int(self.judged[worst])])
+        statistic = self._statistic(d, selection)
         if d.kind == "step":
             # A lone step beyond anything the window's nights showed, and an explosion (budget.py).
-            return (
-                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} exploded on its "
-                f"own, {d.distance:.3g} of its night-to-night scales {above} baseline{pct}, beyond "
-                f"{d.threshold:.3g}: farther than any step of the {d.nights} past nights went, and than a "
-                f"clean night's steps go with probability {gate.false_alarm:g} (budget rule)"
+            lone = _name(selection.steps[int(self.judged[d.first])])
+            fired = (
+                f"fired: step {lone} exploded on its own{change}, {d.distance:.3g} spreads {d.direction}, "
+                f"beyond {d.threshold:.3g}: farther than any step of the {d.nights} past nights went"
             )
-        # Each step counts at most CLIP_Z scales when several are judged: at the cap the real distance
-        # is larger (the report's table shows each step's own).
-        capped = "at least " if judged > 1 and d.distance >= CLIP_Z else ""
+        else:
+            unit = "spreads" if d.kind == "mean" else "(a score)"
+            capped = "at least " if judged > 1 and d.kind == "mean" and d.distance >= CLIP_Z else ""
+            fired = (
+                f"fired: {statistic}{change} went {capped}{d.distance:.2f} {unit} {d.direction}, beyond "
+                f"{d.threshold:.2f} that a clean night passes with probability {gate.false_alarm:g}"
+            )
+        versus, edge = self._versus(worst, value)
         return (
-            f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} {sits} {capped}"
-            f"{d.distance:.2f} of {their} night-to-night scales {above} baseline{pct}, where a clean night "
-            f"goes past {d.threshold:.2f} with probability {gate.false_alarm:g} "
-            f"(budget rule, {d.nights} past nights)"
+            f"{where}; {fired}; worst step {step}: {versus} (fails alone {edge}); budget rule, "
+            f"{d.nights} past nights"
         )
 
-    def _steps(self, selection: Selection, first: int, last: int) -> str:
-        """Judged steps first..last as logged steps: `step 7`, `steps 40-49`, `all 100 steps`."""
+    def _covers(self, selection: Selection, first: int, last: int) -> str:
+        """Judged steps first..last as logged steps: `all 100 steps`, `step 7`, `steps 40-49`."""
         if first == 0 and last == len(self.judged) - 1 and last > 0:
             return f"all {last + 1} steps"
         low, high = (_name(selection.steps[int(self.judged[i])]) for i in (first, last))
         return f"step {low}" if first == last else f"steps {low}-{high}"
+
+    def _ranges(self, selection: Selection, indices: np.ndarray) -> str:
+        """Judged steps (their indices) as logged steps in runs of neighbours: `30-49`, `7, 12-14`; the
+        first WHY_STEPS runs and how many more."""
+        runs: list[tuple[int, int]] = []
+        for i in indices.tolist():
+            if runs and runs[-1][1] == i - 1:
+                runs[-1] = (runs[-1][0], i)
+            else:
+                runs.append((i, i))
+
+        def name(i: int) -> str:
+            return _name(selection.steps[int(self.judged[i])])
+
+        shown = [name(a) if a == b else f"{name(a)}-{name(b)}" for a, b in runs[:WHY_STEPS]]
+        more = len(runs) - WHY_STEPS
+        return ", ".join(shown) + (f" and {more} more runs of steps" if more > 0 else "")
 
 
 # Status codes of the bulk arithmetic, and a close call that `judge` decides.

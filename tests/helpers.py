@@ -39,6 +39,12 @@ def run_cli(*args: str | Path) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def flat(text: str) -> str:
+    """`text` with every run of blanks and line breaks made one space: a report wrapped to the terminal
+    reads the same words as the line it wraps."""
+    return " ".join(text.split())
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for a `python -m gatecfg` child: this checkout first on the path (not whatever
     gatecfg is installed), and no CI or GATECFG_ variable that would change what a run stores."""

@@ -116,7 +116,7 @@ def test_coin_reward_history_backtests_to_two_failures_and_the_22_7_percent_esti
 def test_text_report_shows_failures_rate_estimate_and_drift(tmp_path: Path, db: str) -> None:
     gates = write_gates(tmp_path)
     coin_nights(tmp_path, gates, db)
-    result = run_cli("backtest", "--db", db, "--gates", gates)
+    result = run_cli("backtest", "--db", db, "--gates", gates, "--steps")
     assert result.code == 0, result.err
     rows = [ln.split() for ln in result.out.splitlines() if ln.strip().startswith(REWARD)]
     assert [r[1:6] for r in rows] == [["all", "22", "21", "2", "9.5%"], ["0", "22", "21", "2", "9.5%"]]
@@ -303,3 +303,20 @@ def test_a_replay_pool_holds_each_steps_newest_values_whatever_steps_the_runs_ho
             window = pool.window(asked, width)
             found = {step: h for step in asked if (h := window.history(step))} if window is not None else {}
             assert found == {step: values for step, values in expected.items() if values}
+
+
+def test_text_report_summarises_each_gate_unless_asked_for_its_steps(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+
+    summary = run_cli("backtest", "--db", db, "--gates", gates)
+    detail = run_cli("backtest", "--db", db, "--gates", gates, "--steps")
+
+    def rows(out: str) -> list[list[str]]:
+        return [ln.split()[1:6] for ln in out.splitlines() if ln.startswith(f"  {REWARD} ")]
+
+    assert rows(summary.out) == [["all", "22", "21", "2", "9.5%"]]
+    assert f"{REWARD}: 1 step failed or flipped on some night (--steps lists them" in " ".join(
+        summary.out.split()
+    )
+    assert rows(detail.out) == [["all", "22", "21", "2", "9.5%"], ["0", "22", "21", "2", "9.5%"]]

@@ -140,7 +140,7 @@ def test_evaluate_fails_a_run_whose_one_step_exploded_and_names_that_step(tmp_pa
     failing = [v["step"] for v in json.loads(result.out)["verdicts"] if v["status"] == "fail"]
     assert result.code == 1
     assert failing == [7]
-    assert gate["why"].startswith("1 of 20 steps moved up (step 7); step 7 exploded on its own")
+    assert gate["why"].startswith("step 7 moved up (1 of 20 steps); fired: step 7 exploded on its own (+")
 
 
 @pytest.mark.parametrize("factor", [5.0, 100.0, 1e6], ids=["x5", "x100", "x1e6"])

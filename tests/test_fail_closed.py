@@ -159,13 +159,14 @@ def test_a_store_without_history_for_the_series_says_so_in_every_report(
     assert code == 0
     assert err.startswith(f"gatecfg evaluate: {NOTICE}")
     assert "every gate is cold and cannot fail" in err
-    assert out.index(NOTICE) < out.index("needs attention")  # above every table
+    assert out.index(NOTICE) < out.index("result: ")  # above the verdict
     _, out, _ = evaluate(gates, record, db, "--format", "json")
     [note] = json.loads(out)["notes"]
     assert note.startswith(NOTICE)
     _, out, _ = evaluate(gates, record, db, "--format", "markdown")
-    assert out.splitlines()[4] == "> [!WARNING]"
-    assert out.splitlines()[5].startswith(f"> {NOTICE}")
+    lines = out.splitlines()
+    assert lines[lines.index("> [!WARNING]") + 1].startswith(f"> {NOTICE}")
+    assert lines.index("> [!WARNING]") < lines.index("| | gate | role | steps | coordinates | source |")
     _, out, _ = evaluate(gates, record, db, "--format", "github")
     assert out.startswith(f"::warning file={gates / 'reward.yaml'},title=gatecfg::NOTICE: no stored history")
     _, out, _ = evaluate(gates, record, db, "--format", "junit")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -193,3 +195,102 @@ def test_a_drift_is_drawn_as_a_slope_and_labelled_with_its_kind() -> None:
     assert f" {found.regimes[1].first_commit} drift" in svg  # the label of the boundary that opened it
     flat = render(Chart("m", "salt", nights[:80], find_regimes("m", -1, nights[:80]), {}), "svg")
     assert b"drift (slope)" not in flat
+
+
+# --------------------------------------------------------------------------- curves over steps (issue 26)
+
+CURVE_PROBE = """<script>
+window.addEventListener("load", () => {
+  const curve = document.querySelector("figure.gate-plot svg.curve");
+  const box = curve.getBoundingClientRect();
+  const edges = [box.left, box.top, box.width, box.height].map(Math.round);
+  document.body.setAttribute("data-curve", edges.join(","));
+});
+</script>"""
+FAIL_RGB = (0xC0, 0x39, 0x2B)  # plots.COLORS["fail"]
+
+
+@pytest.fixture
+def moved(tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The three gates of tests/test_verdict_wording.py, 12 clean nightlies and a latest nightly whose loss
+    moved up 20% on steps 30-49, all written; the report's test page."""
+    from test_verdict_wording import nightlies
+
+    monkeypatch.chdir(tmp_path)
+    gates = nightlies(tmp_path, db, nights=13, moved_last=True)
+    result = run_cli("report", "--html", tmp_path / "site", "--gates", gates, "--db", db)
+    assert result.code == 0, result.err
+    return _page(tmp_path / "site")
+
+
+def test_an_all_steps_gate_shows_the_latest_curve_on_each_steps_band_beside_a_chosen_step(
+    moved: Path,
+) -> None:
+    text = moved.read_text()
+    figures = text.split('<figure class="gate-plot"')[1:]
+    loss = next(f for f in figures if 'data-metric="train/loss"' in f)
+
+    curve, nights = loss.split("</svg>")[:2]
+    assert '<svg class="curve"' in curve
+    for legend in ("band of each step", "reference (usual value)", "latest run", "failing step"):
+        assert legend in curve
+    assert "train/loss @ 30" in nights  # the per-night chart of the first failing step
+    assert "train/loss at step 30 (stored steps 0-49)" in loss
+    accuracy = next(f for f in figures if 'data-metric="eval/accuracy"' in f)
+    assert '<svg class="curve"' not in accuracy  # one step: no curve over steps
+
+
+@needs_browser
+def test_chromium_draws_the_failing_steps_on_the_curve(moved: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    probe = moved.with_name("probe-" + moved.name)
+    probe.write_text(moved.read_text().replace("</body>", CURVE_PROBE + "</body>"))
+    assert BROWSER is not None
+    size = "--window-size=1400,1600"
+    dom = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", size, "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'data-curve="(\d+),(\d+),(\d+),(\d+)"', dom.stdout)
+    assert found is not None
+    left, top, width, height = map(int, found.groups())
+    shot = tmp_path / "page.png"
+    done = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", size, "--hide-scrollbars",
+         f"--screenshot={shot}", moved.as_uri()],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert width > 300
+    assert height > 100
+    image = Image.open(shot).convert("RGB").crop((left, top, left + width, top + height))
+    # The failing steps are the right part of the plot (steps 30-49 of 0-49): red marks there, none on
+    # the left, where no step moved.
+    plot = image.crop((0, 0, int(width * 0.78), height))  # the legend sits on the right
+
+    def red(region: Image.Image) -> int:
+        pixels = np.asarray(region, dtype=np.int16).reshape(-1, 3)
+        return int((np.abs(pixels - np.array(FAIL_RGB)) < 40).all(axis=1).sum())
+
+    half = plot.width // 2
+    assert red(plot.crop((half, 0, plot.width, height))) > 200
+    assert red(plot.crop((0, 0, int(plot.width * 0.45), height))) == 0
+
+
+def test_a_nights_date_labels_never_repeat() -> None:
+    values = [0.5 + 0.01 * i for i in range(30)]
+    nights = _nights(values, [f"c{i:03d}" for i in range(30)])
+    # Thirty nights in one day, a minute apart: dates alone would repeat.
+    same_day = [
+        dataclasses.replace(n, created_at=datetime(2026, 12, 1, 2, i, tzinfo=UTC))
+        for i, n in enumerate(nights)
+    ]
+
+    svg = render(Chart("m", "salt", same_day, None, {}), "svg").decode("utf-8")
+
+    labels = re.findall(r">(2026-12-01[^<]*)<", svg)
+    assert len(labels) >= 5
+    assert len(set(labels)) == len(labels)
+    assert all(" 02:" in label for label in labels)

@@ -11,6 +11,7 @@ import pytest
 from helpers import REPO, run_cli
 
 import gatecfg
+from gatecfg.store import Store
 
 pytest_plugins = ["pytester"]
 
@@ -82,13 +83,14 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
         [
             "*= FAILURES =*",
             "*_ test_train _*",
-            f"gatecfg: enforced gate failed ({REGRESSED})",
-            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing; first at step 2: cur=3.1 vs "
+            f"gatecfg: enforced gate failed ({REGRESSED}); 1 of 1 gate failed; noise alone: not known here "
+            "(band gates; `gatecfg backtest` estimates theirs)",
+            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 cur=3.1 vs "
             "mean=1.505 (n=4) outside [-inf, 1.6555]",
             "*= gatecfg =*",
             "shadow gates failed (reported, not fatal):",
-            f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing; first at step last: cur=0.6 vs "
-            "mean=0.8 (n=4) outside [0.76, inf]",
+            f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing (step last); worst: step last "
+            "cur=0.6 vs mean=0.8 (n=4) outside [0.76, inf]",
             "*= short test summary info =*",
             f"FAILED {REGRESSED}::test_train - Failed: gatecfg: enforced*",
         ]
@@ -208,3 +210,30 @@ def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a
     required = project.runpytest_subprocess(*args)
     required.assert_outcomes(failed=2)
     required.stdout.fnmatch_lines(["*NOTICE: no stored history for series*failing: history is required*"])
+
+
+def test_gatecfg_meta_is_stored_with_each_gated_run(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\ngatecfg_db = history.db\ngatecfg_meta =\n    cuda=12.8\n")
+
+    project.runpytest_subprocess(
+        "--gatecfg-gates",
+        "gates",
+        "--gatecfg-write",
+        "--gatecfg-meta",
+        "image=26.04",
+        "-p",
+        "no:cacheprovider",
+    )
+
+    with Store.open(f"sqlite:///{project.path / 'history.db'}") as store:
+        [newest, *_] = store.runs(test=GOOD)
+    assert dict(newest.run.meta) == {"cuda": "12.8", "image": "26.04"}
+
+
+def test_a_malformed_gatecfg_meta_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-meta", "image", "-p", "no:cacheprovider"
+    )
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*gatecfg: --gatecfg-meta: error: `image` is not KEY=VALUE*"])

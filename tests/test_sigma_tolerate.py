@@ -286,7 +286,7 @@ def test_every_report_lists_tolerated_steps_without_failing_the_gate(tmp_path: P
     github = run_cli(*base, "--format", "github")
     assert github.out.count("::warning ") == 2
     assert "fail (enforced, within tolerate: 2) at step 3" in github.out
-    text = run_cli(*base).out
+    text = run_cli(*base, "--verbose").out
     assert "FAIL (tolerated)" in text
     assert "2 failing within tolerate" in text
     assert "| ✅ | `train/grad_norm`" in run_cli(*base, "--format", "markdown").out

@@ -49,12 +49,13 @@ def evaluate(gates: Path, rec: Path, db: str, *extra: str) -> str:
 
 
 def attention_rows(out: str) -> list[list[str]]:
-    table = out.split("needs attention", 1)[1].split("\ngates", 1)[0]
-    return [line.split() for line in table.splitlines() if line.strip().startswith(("COLD", "FAIL", "ERROR"))]
+    """The `--verbose` report's steps that need attention, each split into words."""
+    listed = out.split("needs attention:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split() for line in listed.splitlines() if line.startswith(("COLD", "FAIL", "ERROR"))]
 
 
 def test_a_cold_gate_is_one_row_not_one_per_step(tmp_path: Path, gates: Path, db: str) -> None:
-    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db, "--verbose")
     [row] = attention_rows(out)
     assert row[:5] == ["COLD", "shadow", METRIC, "8", "steps"]
     assert " ".join(row).endswith("cold: 0 of min_history=1 trusted values; gates after 1 more nightly")
@@ -62,7 +63,7 @@ def test_a_cold_gate_is_one_row_not_one_per_step(tmp_path: Path, gates: Path, db
 
 def test_steps_with_different_reasons_stay_apart(tmp_path: Path, gates: Path, db: str) -> None:
     evaluate(gates, record(tmp_path / "n.jsonl", 4), db, "--write", "--run-id", "night")
-    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db, "--verbose")
     rows = attention_rows(out)
     assert [r[:5] for r in rows] == [["COLD", "shadow", METRIC, "4", "steps"]]  # steps 0-3 pass
 
@@ -71,8 +72,8 @@ def test_failing_steps_keep_a_row_each(tmp_path: Path, gates: Path, db: str) -> 
     evaluate(gates, record(tmp_path / "n.jsonl", 3), db, "--write", "--run-id", "night")
     rec = tmp_path / "r.jsonl"
     rec.write_text(json.dumps({METRIC: [[0, 9.0], [1, 9.5], [2, 2.0]]}) + "\n", encoding="utf-8")
-    rows = attention_rows(evaluate(gates, rec, db))
-    assert [(r[0], r[3]) for r in rows] == [("FAIL", "0"), ("FAIL", "1")]
+    rows = attention_rows(evaluate(gates, rec, db, "--verbose"))
+    assert [(r[0], r[3], r[4]) for r in rows] == [("FAIL", "step", "0:"), ("FAIL", "step", "1:")]
 
 
 @pytest.mark.parametrize("columns", [80, 100])
@@ -81,7 +82,7 @@ def test_the_text_report_fits_the_terminal(
 ) -> None:
     monkeypatch.setattr(terminal, "width", WIDTH)
     monkeypatch.setenv("COLUMNS", str(columns))
-    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db)
+    out = evaluate(gates, record(tmp_path / "r.jsonl", 8), db, "--verbose")
     assert max(len(line) for line in out.splitlines()) <= columns
 
 
@@ -91,12 +92,15 @@ def test_without_a_terminal_the_report_is_drawn_at_a_ci_log_width(
     env = {k: v for k, v in subprocess_env().items() if k not in ("COLUMNS", "LINES")}
     done = subprocess.run(
         [sys.executable, "-m", "gatecfg", "evaluate", "--gates", str(gates), "--test", TEST, "--record",
-         str(record(tmp_path / "r.jsonl", 8)), "--db", db],
+         str(record(tmp_path / "r.jsonl", 8)), "--db", db, "--verbose"],
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    widths = [len(line) for line in done.stdout.splitlines()]
-    assert 80 < max(widths) <= terminal.NOT_A_TTY_WIDTH
+    lines = done.stdout.splitlines()
+    # Drawn 80 wide, the width every CI log shows without scrolling: the long lines wrapped, not cut.
+    assert terminal.NOT_A_TTY_WIDTH == 80
+    assert 70 < max(len(line) for line in lines) <= 80
+    assert any(line.startswith("    ") for line in lines)
 
 
 WIDE = ["评估/平均分", "train/grad_norm", "評価/スコア/全体"]  # CJK metric names: two cells a character

@@ -27,7 +27,9 @@ code { font-size: 12px; }
 .pass { background: #e8f5e9; color: #1b5e20; } .fail, .error { background: #ffebee; color: #b71c1c; }
 .cold { background: #e3f2fd; color: #0d47a1; } .tracked, .none { background: #f5f5f5; color: #555; }
 figure.gate-plot { margin: 8px 0 28px; }
+figure.gate-plot .charts { display: flex; flex-wrap: wrap; gap: 8px; }
 figure.gate-plot svg, figure.gate-plot img { max-width: 100%; height: auto; }
+figure.gate-plot .charts > svg, figure.gate-plot .charts > img { flex: 1 1 600px; min-width: 0; }
 figcaption { color: #555; font-size: 12px; }
 .muted { color: #777; }
 """
@@ -44,7 +46,7 @@ class GateView:
     estimate: Estimate | None
     regimes: int  # regimes at the charted step
     last_shift: str | None  # "commit (date)" that opened the current regime
-    chart: str  # inline SVG, or an <img> tag
+    chart: str  # inline SVG, or an <img> tag; for a gate over many steps, its curve over steps first
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,17 @@ def _gate_rows(test: TestView, series: SeriesView, *, link: bool) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def _noise(gates: Sequence[GateView]) -> str:
+    """How many of these gates noise alone fails on a night where nothing regressed: the sum of their
+    estimated false-alarm rates (docs/evaluate.md, "noise alone")."""
+    known = [g.estimate.probability for g in gates if g.estimate is not None]
+    if not known:
+        return f"noise alone: not known for these {len(gates)} gates (no estimate yet)"
+    text = f"noise alone fails about {sum(known):.2g} of these {len(gates)} gates a night"
+    missing = len(gates) - len(known)
+    return text + (f" ({missing} without an estimate, not counted)" if missing else "")
+
+
 def _latest(series: SeriesView) -> str:
     if series.latest_run is None:
         return "no stored runs"
@@ -162,11 +175,12 @@ def index_page(tests: Sequence[TestView], *, store: str, generated: str) -> str:
                 f"<td>{_e(_labels(s.labels))}</td><td class=num>{s.runs}</td>"
                 f"<td>{_e(s.latest_run or '-')}</td><td>{summary}</td></tr>"
             )
-    parts.append("</table><h2>Gates</h2>")
+    everything = [g for t in tests for s in t.series for g in s.gates]
+    parts.append(f'</table><p class="noise">Whole store: {_e(_noise(everything))}.</p><h2>Gates</h2>')
     for t in tests:
         for s in t.series:
             parts.append(f"<h3>{_e(t.test)} <span class=muted>({_e(_labels(s.labels))})</span></h3>")
-            parts.append(f"<p>{_latest(s)}</p>")
+            parts.append(f"<p>{_latest(s)}; {_e(_noise(s.gates))}</p>")
             parts.append(_gate_rows(t, s, link=True))
     return _page("gatecfg report", "\n".join(parts), generated)
 
@@ -178,7 +192,9 @@ def page_of_test(test: TestView, *, generated: str) -> str:
         f"<p>gate file <code>{_e(test.file)}</code></p>",
     ]
     for s in test.series:
-        parts.append(f"<h2>{_e(_labels(s.labels))}</h2><p>{_latest(s)}</p>")
+        parts.append(
+            f'<h2>{_e(_labels(s.labels))}</h2><p>{_latest(s)}</p><p class="noise">{_e(_noise(s.gates))}</p>'
+        )
         parts.append(_gate_rows(test, s, link=False))
         for g in s.gates:
             caption = (
@@ -189,6 +205,6 @@ def page_of_test(test: TestView, *, generated: str) -> str:
             )
             parts.append(
                 f'<figure class="gate-plot" id="{_e(g.anchor)}" data-metric="{_e(g.gate.metric)}">'
-                f"{g.chart}<figcaption>{caption}</figcaption></figure>"
+                f'<div class="charts">{g.chart}</div><figcaption>{caption}</figcaption></figure>'
             )
     return _page(test.test, "\n".join(parts), generated)

@@ -1,4 +1,5 @@
-"""One chart per gate: the nightly values, the band each was judged against, limits, regimes, trust.
+"""One chart per gate: the nightly values, the band each was judged against, limits, regimes, trust;
+and for a gate over many steps, the latest run's curve over its steps on each step's band.
 
 matplotlib with the Agg backend (no display needed on a CI runner), rendered to inline SVG or to PNG.
 The SVG keeps its text as text and carries no timestamp, and its internal ids are salted with the
@@ -44,7 +45,22 @@ class Chart:
     limits: Mapping[str, float]
 
 
-def render(chart: Chart, kind: Kind) -> bytes:
+@dataclass(frozen=True)
+class Curve:
+    """The latest run of a gate over all its steps: each step's value, the band it was judged against
+    (a budget gate's: its usual value and the edges at which it fails alone), and whether it failed."""
+
+    title: str
+    salt: str
+    steps: Sequence[int]
+    values: Sequence[float]
+    refs: Sequence[float | None]
+    los: Sequence[float | None]
+    his: Sequence[float | None]
+    failing: Sequence[bool]
+
+
+def render(chart: Chart | Curve, kind: Kind) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,7 +69,10 @@ def render(chart: Chart, kind: Kind) -> bytes:
     with matplotlib.rc_context({"svg.hashsalt": chart.salt, "svg.fonttype": "none", "font.size": 8}):
         fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
         try:
-            _draw(ax, chart)
+            if isinstance(chart, Curve):
+                _draw_curve(ax, chart)
+            else:
+                _draw(ax, chart)
             fig.tight_layout()
             out = io.BytesIO()
             metadata: dict[str, Any] = {"Date": None} if kind == "svg" else {"Software": None}
@@ -145,6 +164,49 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
 
+def _draw_curve(ax: Any, curve: Curve) -> None:
+    ax.set_title(mathtext_label(curve.title), loc="left", fontsize=9)
+    x = list(curve.steps)
+    values = [math.nan if not math.isfinite(v) else v for v in curve.values]
+    shown = [v for v in values if math.isfinite(v)]
+    shown += [e for e in (*curve.los, *curve.his) if e is not None and math.isfinite(e)]
+    if not shown:
+        ax.text(0.5, 0.5, "no stored values", ha="center", va="center", transform=ax.transAxes)
+        return
+    low, high = min(shown), max(shown)
+    margin = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
+    low, high = low - margin, high + margin
+    judged = [r is not None for r in curve.refs]
+    if any(judged):
+        ax.fill_between(
+            x,
+            [low if e is None else e for e in curve.los],
+            [high if e is None else e for e in curve.his],
+            where=judged,
+            color=COLORS["band"],
+            alpha=0.5,
+            lw=0,
+            label="band of each step",
+        )
+        refs = [math.nan if r is None else r for r in curve.refs]
+        ax.plot(x, refs, color=COLORS["ref"], lw=1, ls="--", label="reference (usual value)")
+    ax.plot(x, values, color=COLORS["value"], lw=1, label="latest run")
+    failed = [i for i, f in enumerate(curve.failing) if f]
+    if failed:
+        ax.scatter(
+            [x[i] for i in failed],
+            [values[i] for i in failed],
+            s=22,
+            color=COLORS["fail"],
+            label="failing step",
+            zorder=5,
+        )
+    ax.set_ylim(low, high)
+    ax.set_xlabel("step", fontsize=7)
+    ax.grid(axis="y", lw=0.3, alpha=0.6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+
+
 def _y_range(nights: Sequence[Night], limits: Mapping[str, float]) -> tuple[float, float]:
     """Values, limits and finite band edges in view, with a margin; an open band side runs to the edge."""
     points = [n.value for n in nights] + list(limits.values())
@@ -187,7 +249,14 @@ def _shade_regimes(ax: Any, chart: Chart, nights: Sequence[Night], top: float) -
 
 
 def _date_ticks(ax: Any, nights: Sequence[Night]) -> None:
+    """Up to 8 nights labelled by date, with the time when two of them share a day; a label never
+    repeats (nights of one minute keep the first)."""
     count = min(8, len(nights))
     ticks = sorted({round(i * (len(nights) - 1) / max(1, count - 1)) for i in range(count)})
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{nights[i].created_at:%Y-%m-%d}" for i in ticks], fontsize=7)
+    days = [f"{nights[i].created_at:%Y-%m-%d}" for i in ticks]
+    shape = "%Y-%m-%d" if len(set(days)) == len(days) else "%Y-%m-%d %H:%M"
+    labels: dict[str, int] = {}
+    for i in ticks:
+        labels.setdefault(f"{nights[i].created_at:{shape}}", i)
+    ax.set_xticks(list(labels.values()))
+    ax.set_xticklabels(list(labels), fontsize=7)

@@ -34,7 +34,9 @@ def backtest_command(
     metric: str | None,
     fmt_name: str,
     inject: Shift | None = None,
+    per_step: bool = False,
 ) -> int:
+    """`per_step`: the text report's row per step of an all-steps gate (else a row per gate)."""
     tree = _checked(load_tree(gates))
     before = _checked(load_tree_at(base, gates)) if base is not None else None
     tests = [tree.test(test)] if test is not None else [tree.tests[name] for name in sorted(tree.tests)]
@@ -73,7 +75,7 @@ def backtest_command(
         document = {"against": compared, "gates": [r.as_json() for r in reports]}
         print(json.dumps(document, indent=2, allow_nan=False))
     else:
-        print(_text(reports, tests, runs_seen, url, compared, inject=inject), end="")
+        print(_text(reports, tests, runs_seen, url, compared, inject=inject, per_step=per_step), end="")
     return EXIT_OK
 
 
@@ -105,6 +107,7 @@ def _text(
     compared: str,
     *,
     inject: Shift | None,
+    per_step: bool,
 ) -> str:
     out = TextReport()
     against = (
@@ -119,6 +122,15 @@ def _text(
             f"detects: each night judged again with {inject.text} injected (never stored), against the same "
             "baseline; the share that fails"
         )
+    # A gate over all its steps has a row of its own (step None); without `per_step` its steps' rows are
+    # only counted: one 10,000-step gate would otherwise print thousands of them.
+    whole = {(r.test, r.coordinate) for r in reports if r.step is None}
+    hidden: dict[tuple[str, str], int] = {}
+    if not per_step:
+        for r in reports:
+            if r.step is not None and (r.test, r.coordinate) in whole:
+                hidden[(r.test, r.coordinate)] = hidden.get((r.test, r.coordinate), 0) + 1
+        reports = [r for r in reports if r.step is None or (r.test, r.coordinate) not in whole]
     by_test: dict[tuple[str, str], list[GateReport]] = {}
     for r in reports:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "none"
@@ -157,6 +169,13 @@ def _text(
         )
         out.table((*columns, f"with baseline: {other}", "flips"), table, title=title)
         for r in rows:
+            if (r.test, r.coordinate) in hidden:
+                count = hidden[(r.test, r.coordinate)]
+                out.line(
+                    f"  {r.metric}: {count} step{'s' * (count != 1)} failed or flipped on some night "
+                    "(--steps lists them, --format json too)",
+                    indent=4,
+                )
             if not r.flips:
                 continue
             step = "" if r.step is None else f" step {'last' if r.step == -1 else r.step}"

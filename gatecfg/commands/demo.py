@@ -87,7 +87,7 @@ def demo(*, db_file: Path) -> int:
     )
     if report.warnings:
         say(banner(report.warnings) + "\n\n")
-    sys.stdout.write(render(report, "text"))
+    sys.stdout.write(render(report, "text", verbose=True))  # a tour shows every table
     say(
         "\nWhat you see:\n"
         "  - train/grad_norm FAILS from step 5 on: a shadow gate (not enforced), so it is reported and\n"

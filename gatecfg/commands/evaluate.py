@@ -57,8 +57,11 @@ def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
     return _step_summary()
 
 
-def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO | None) -> int:
-    """The banner, the reports and the step summary of an evaluation; returns its exit code."""
+def print_report(
+    report: RunReport, outputs: Sequence[Output], summary: TextIO | None, *, verbose: bool = False
+) -> int:
+    """The banner, the reports and the step summary of an evaluation; returns its exit code. `verbose`:
+    the text report's tables of steps and gates too."""
     for note in report.notes:
         print(f"gatecfg evaluate: {terminal(note)}", file=sys.stderr)
     if report.shifts:
@@ -66,7 +69,7 @@ def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO |
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:
-        text = render(report, output.fmt)
+        text = render(report, output.fmt, verbose=verbose)
         if output.path is None:
             sys.stdout.write(text)
         else:

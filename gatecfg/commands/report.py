@@ -11,7 +11,7 @@ from pathlib import Path
 from gatecfg import __version__
 from gatecfg.analysis.false_alarm import Estimate, current_estimates
 from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
-from gatecfg.analysis.plots import Chart, render
+from gatecfg.analysis.plots import Chart, Curve, render
 from gatecfg.analysis.regimes import find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
@@ -152,8 +152,13 @@ def _gate_view(
     png: bool,
     coordinates: int,
 ) -> GateView:
-    # A gate over many steps is charted at its last stored step: the end of training shows most.
-    step = max(by_step) if by_step else None
+    latest_id = latest.run.run_id if latest else None
+    # The latest run at each step of a gate over many steps: its curve is charted on each step's band.
+    tonight = {step: n for step, ns in sorted(by_step.items()) for n in ns if n.run_id == latest_id}
+    failing = [step for step, n in tonight.items() if n.status in ("fail", "error")]
+    # The nights of one step beside it: the latest run's first failing step, else the last stored step
+    # (the end of training shows most).
+    step = failing[0] if failing else max(by_step) if by_step else None
     nights = by_step.get(step, []) if step is not None else []
     found = find_regimes(gate.metric, step, analysable(nights), coordinates) if step is not None else None
     latest_id = latest.run.run_id if latest else None
@@ -175,6 +180,25 @@ def _gate_view(
         markup = f'<img src="{html_text(src)}" alt="{html_text(title)}" width="900" height="340">'
     else:
         markup = render(chart, "svg").decode("utf-8")
+    if len(tonight) > 1:
+        curve = Curve(
+            title=f"{gate.metric}: the latest run over its steps",
+            salt=f"{salt}|curve",
+            steps=list(tonight),
+            values=[n.value for n in tonight.values()],
+            refs=[n.ref for n in tonight.values()],
+            los=[n.lo for n in tonight.values()],
+            his=[n.hi for n in tonight.values()],
+            failing=[n.status in ("fail", "error") for n in tonight.values()],
+        )
+        if png:
+            name = f"{image_dir}/{_slug(anchor)}-steps.png"
+            writer.write(name, render(curve, "png"))
+            alt = html_text(curve.title)
+            src = html_text(name.split("/", 1)[1])
+            markup = f'<img class="curve" src="{src}" alt="{alt}" width="900" height="340">{markup}'
+        else:
+            markup = render(curve, "svg").decode("utf-8").replace("<svg ", '<svg class="curve" ', 1) + markup
     current = found.regimes[-1] if found and found.regimes else None
     last_shift = (
         f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d}"

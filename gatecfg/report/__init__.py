@@ -16,10 +16,12 @@ from gatecfg.report.labels import band_label, role, step_label, step_reason
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
     from gatecfg.shifts import Shift, Stale
+    from gatecfg.store.rows import RunInfo
     from gatecfg.verdicts import GateVerdicts, Verdict
 
 __all__ = [
     "FORMATS",
+    "Changes",
     "Output",
     "RunReport",
     "RunSummary",
@@ -48,6 +50,52 @@ class RunSummary:
     written: bool
     already_stored: bool
     trusted: bool
+    source: str | None = None  # the repository at this commit on the CI's web UI (Provenance.source)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What differs between tonight's run and the baseline's newest run (shown when a gate fails): the
+    metadata whose value changed (`image 26.02 -> 26.04`) and the commits between them. A container bump
+    that moves twenty tests reads as one cause, not twenty regressions."""
+
+    since_run: str  # the baseline's newest run
+    since_commit: str | None
+    commit: str | None  # tonight's
+    meta: tuple[tuple[str, str | None, str | None], ...]  # (key, baseline's value, tonight's), by key
+
+    @classmethod
+    def of(cls, newest: RunInfo, *, commit: str | None, meta: Mapping[str, str]) -> Changes:
+        keys = sorted(set(newest.meta) | set(meta))
+        differ = tuple(
+            (key, newest.meta.get(key), meta.get(key))
+            for key in keys
+            if newest.meta.get(key) != meta.get(key)
+        )
+        return cls(newest.run_id, newest.commit, commit, differ)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to say: no metadata differs and tonight's commit or the baseline's is unknown."""
+        return not self.meta and not (self.since_commit and self.commit)
+
+    def line(self) -> str:
+        """`since the baseline's newest run night-11 (commit c11): image 26.02 -> 26.04; commits c11..c12`."""
+        parts = [f"{key} {old or '(none)'} -> {new or '(none)'}" for key, old, new in self.meta]
+        if self.since_commit and self.commit and self.since_commit != self.commit:
+            parts.append(f"commits {self.since_commit[:12]}..{self.commit[:12]}")
+        elif self.since_commit and self.since_commit == self.commit:
+            parts.append("the same commit")
+        at = f" (commit {self.since_commit[:12]})" if self.since_commit else ""
+        return f"since the baseline's newest run {self.since_run}{at}: " + "; ".join(parts)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "since_run": self.since_run,
+            "since_commit": self.since_commit,
+            "commit": self.commit,
+            "meta": [{"key": k, "baseline": old, "tonight": new} for k, old, new in self.meta],
+        }
 
 
 @dataclass(frozen=True)
@@ -67,6 +115,8 @@ class RunReport:
     notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
     shifts: Sequence[Shift] = field(default_factory=tuple)  # sustained shifts tonight continues or accepts
     stale: Sequence[Stale] = field(default_factory=tuple)  # baselines that took no value for N nightlies
+    # What changed since the baseline's newest run, when a gate fails (and a baseline run exists).
+    changes: Changes | None = None
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:
@@ -79,11 +129,12 @@ class RunReport:
 
         return document(self)
 
-    def render(self, fmt: str = "text") -> str:
-        """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github."""
+    def render(self, fmt: str = "text", *, verbose: bool = False) -> str:
+        """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github;
+        `verbose`: the text report's tables of steps and gates too."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(FORMATS)}")
-        return render(self, fmt)
+        return render(self, fmt, verbose=verbose)
 
     def counts(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -92,7 +143,7 @@ class RunReport:
         return total
 
 
-def render(report: RunReport, fmt: str) -> str:
+def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
     if fmt == "json":
         from gatecfg.report.as_json import render_json
 
@@ -111,4 +162,4 @@ def render(report: RunReport, fmt: str) -> str:
         return render_github(report)
     from gatecfg.report.text import render_text
 
-    return render_text(report)
+    return render_text(report, verbose=verbose)

@@ -8,6 +8,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from gatecfg.band import tidy
+from gatecfg.report.labels import Noise
 from gatecfg.verdicts import GateVerdicts, Verdict
 
 if TYPE_CHECKING:
@@ -117,6 +118,8 @@ def document(report: RunReport) -> dict[str, Any]:
         "warnings": [w.as_json() for w in report.warnings],
         "shifts": [shift_json(s) for s in report.shifts],
         "stale": [stale_json(s) for s in report.stale],
+        "changes": None if report.changes is None else report.changes.as_json(),
+        "noise": _noise(report),
         "exit_code": report.exit_code,
     }
 
@@ -176,3 +179,14 @@ def _emit(value: Any, newline: str, parts: list[str]) -> None:
     else:
         # Anything else (a subclass of int or dict, say) goes the way json itself encodes it.
         parts.append(json.dumps(value, indent=2, allow_nan=False).replace("\n", newline))
+
+
+def _noise(report: RunReport) -> dict[str, Any]:
+    noise = Noise.of(report.results)
+    return {
+        "judged": noise.judged,
+        "failed": noise.failed,
+        "expected": noise.expected,
+        "uncounted": noise.uncounted,
+        "line": noise.line(),
+    }

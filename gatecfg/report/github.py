@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from gatecfg.errors import Location, Problem, Severity
 from gatecfg.escape import github_data
-from gatecfg.report.labels import role, step_label, step_reason
+from gatecfg.report.labels import Noise, role, step_label, step_reason
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
@@ -21,7 +21,8 @@ def render_github(report: RunReport) -> str:
         if result.why is not None:
             problem = Problem(
                 Location(result.gate.file, result.gate.line),
-                f"gate fails ({role(result)}): {result.why}",
+                f"gate fails ({role(result)}): {result.why}"
+                + ("" if report.changes is None else f"; changed {report.changes.line()}"),
                 dotted=result.gate.metric,
                 severity="error" if result.fails_job else "warning",
             )
@@ -47,7 +48,6 @@ def render_github(report: RunReport) -> str:
         lines.append(problem.github())
     counts = report.counts()
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    lines.append(
-        f"::notice title=gatecfg::{github_data(f'{report.test}: exit {report.exit_code} ({summary})')}"
-    )
+    notice = f"{report.test}: exit {report.exit_code} ({summary}); {Noise.of(report.results).line()}"
+    lines.append(f"::notice title=gatecfg::{github_data(notice)}")
     return "\n".join(lines) + "\n"

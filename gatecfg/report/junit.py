@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from gatecfg.escape import xml_text
-from gatecfg.report.labels import step_label, step_reason
+from gatecfg.report.labels import Noise, step_label, step_reason
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
@@ -22,6 +22,7 @@ def render_junit(report: RunReport) -> str:
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="gatecfg.run_id", value=report.run.run_id)
     ET.SubElement(props, "property", name="gatecfg.exit_code", value=str(report.exit_code))
+    ET.SubElement(props, "property", name="gatecfg.noise", value=Noise.of(report.results).line())
     for note in report.notes:
         ET.SubElement(props, "property", name="gatecfg.notice", value=note)
     for warning in report.warnings:
@@ -44,9 +45,10 @@ def render_junit(report: RunReport) -> str:
             kind = "error" if all(v.status == "error" for v in failing) else "failure"
             failures += kind == "failure"
             errors += kind == "error"
-            node = ET.SubElement(
-                case, kind, message=f"{len(failing)} of {len(group)} steps {kind}: {failing[0].reason}"
-            )
+            # The gate's own why: which statistic fired and which steps moved (a first failing step's reason
+            # alone may describe a step that is only part of the story).
+            changed = "" if report.changes is None else f"; changed {report.changes.line()}"
+            node = ET.SubElement(case, kind, message=f"{metric}: {result.why or failing[0].reason}{changed}")
             node.text = "\n".join(lines)
         elif result.missing and result.fails_job:
             # Steps the run never logged: no step verdict fails, the gate does (a crashed run).

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from itertools import islice
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from gatecfg.band import fmt
 from gatecfg.escape import markdown_code, markdown_text
-from gatecfg.report.labels import band_label, role, step_label
-from gatecfg.verdicts import Status, Verdict
+from gatecfg.report.labels import Noise, band_label, role, step_label
+from gatecfg.verdicts import GateVerdicts, Status, Verdict
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
@@ -26,6 +28,7 @@ def render_markdown(report: RunReport) -> str:
         f"commit {markdown_code(run.commit or '-')} · "
         f"{'written, ' + ('trusted' if run.trusted else '**untrusted**') if run.written else 'not written'}"
     )
+    lines += ["", markdown_text(Noise.of(report.results).line().capitalize() + ".")]
     for note in report.notes:
         lines += ["", "> [!WARNING]", f"> {markdown_text(note)}"]
     if report.enforce_disabled:
@@ -36,19 +39,24 @@ def render_markdown(report: RunReport) -> str:
             "> [!WARNING]",
             f"> **Re-key, baseline cold-started:** {markdown_text(warning.message)}",
         ]
-    lines += ["", "| | gate | role | steps | coordinates |", "|---|---|---|---|---|"]
+    lines += ["", "| | gate | role | steps | coordinates | source |", "|---|---|---|---|---|---|"]
     for result in report.results:
         gate = result.gate
         spread = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
         icon, metric = ICONS[result.status], markdown_code(gate.metric)
-        lines.append(f"| {icon} | {metric} | {role(result)} | {markdown_code(gate.steps_key)} | {spread} |")
+        lines.append(
+            f"| {icon} | {metric} | {role(result)} | {markdown_code(gate.steps_key)} | {spread} | "
+            f"{_source(result, run.source)} |"
+        )
     why = [
-        f"- {ICONS['fail']} {markdown_code(r.gate.metric)}: {markdown_text(r.why)}"
+        f"- {ICONS['fail']} {markdown_code(r.gate.metric)} ({_source(r, run.source)}): {markdown_text(r.why)}"
         for r in report.results
         if r.why
     ]
     if why:
         lines += ["", "Why:", "", *why]
+    if report.changes is not None:
+        lines += ["", f"What changed {markdown_text(report.changes.line())}"]
     needing: tuple[Status, ...] = ("fail", "error", "cold")
     attention = sum(result.counts[status] for result in report.results for status in needing)
     if attention:
@@ -63,6 +71,17 @@ def render_markdown(report: RunReport) -> str:
             lines.append(f"| | … {attention - DETAIL_ROWS} more | | | | | | |")
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _source(result: GateVerdicts, repository: str | None) -> str:
+    """The gate's `file:line`, linked to that line at this commit when the CI names the repository and the
+    file is inside the checkout (a relative path)."""
+    gate = result.gate
+    where = markdown_code(f"{gate.file}:{gate.line}")
+    path = PurePosixPath(gate.file.replace("\\", "/"))
+    if repository is None or path.is_absolute() or ".." in path.parts:
+        return where
+    return f"[{where}]({repository}/{quote(str(path))}#L{gate.line})"
 
 
 def _row(v: Verdict) -> str:

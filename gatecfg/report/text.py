@@ -1,4 +1,6 @@
-"""The terminal report: what needs attention first, then one line per gate, then the verdict of the run."""
+"""The terminal report, as a CI log shows it: the run, one line per failing or re-keyed gate (why it fails,
+wrapped to the terminal), and the verdict of the run with the failures noise alone would produce. With
+`--verbose`, the steps that need attention and every gate as tables too."""
 
 from __future__ import annotations
 
@@ -6,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gatecfg.band import fmt
 from gatecfg.escape import terminal
-from gatecfg.report.labels import band_label, role, step_label
+from gatecfg.report.labels import Noise, role, step_label
 from gatecfg.terminal import TextReport
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
 
@@ -23,46 +24,61 @@ def _pct(v: Verdict) -> str:
     return "" if pct is None else f"{pct:+.1f}%"
 
 
-def render_text(report: RunReport) -> str:
+def render_text(report: RunReport, *, verbose: bool = False) -> str:
     out = TextReport()
     run = report.run
-    out.line(terminal(f"gatecfg evaluate: {report.test}  ({report.gate_file})"))
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
     out.line(
-        terminal(f"run {run.run_id} · commit {run.commit or '-'} · labels {labels} · store {report.store}")
+        terminal(
+            f"gatecfg evaluate: {report.test} ({report.gate_file}) · run {run.run_id} · commit "
+            f"{run.commit or '-'} · labels {labels} · store {report.store}"
+        ),
+        indent=2,
     )
     if report.enforce_disabled:
         out.line("GATECFG_ENFORCE=0: every enforced gate runs as a shadow gate")
     for note in report.notes:
-        out.line(terminal(note))
+        out.line(terminal(note), indent=2)
+    if verbose:
+        _details(out, report)
+    for result in report.results:
+        if result.why is not None:
+            # One line per failing gate, wrapped at spaces: a person greps for its first words in a CI log.
+            gate = result.gate
+            out.line(
+                terminal(
+                    f"{role(result).upper()} FAIL {gate.metric} ({gate.file}:{gate.line}): {result.why}"
+                ),
+                indent=2,
+            )
+    if report.changes is not None:
+        out.line(terminal(f"CHANGED {report.changes.line()}"), indent=2)
+    for warning in report.warnings:
+        out.line(terminal(f"WARNING re-key: {warning.message}"), indent=2)
+    out.line(terminal(_verdict_line(report)), indent=2)
+    return out.text()
 
+
+def _details(out: TextReport, report: RunReport) -> None:
+    """`--verbose`: the steps that need attention and every gate, as tables."""
     attention = _attention(report.results)
     if attention:
-        rows: list[list[str]] = []
+        # A line per step (or per steps that share a reason), not a table: a reason is a sentence, which a
+        # table column at 80 characters would cut into a word per line.
+        out.line("needs attention:")
         for result, shown, more in attention:
             metric = terminal(result.gate.metric)
             for row in shown:
                 v = row.verdict
-                single = row.steps == 1
-                rows.append(
-                    [
-                        v.status.upper() + (" (tolerated)" if v.tolerated else ""),
-                        role(result),
-                        metric,
-                        step_label(v) if single else f"{row.steps} steps",
-                        fmt(v.value) if v.value is not None and single else "-",
-                        fmt(v.band.ref) if v.band.ref is not None else "-",
-                        str(v.band.n),
-                        band_label(v),
-                        _pct(v) if single else "",
-                        # The columns already say why a band failed; other reasons need the words.
-                        "" if v.status == "fail" and " vs mean=" in v.reason else terminal(v.reason),
-                    ]
-                )
+                status = v.status.upper() + (" (tolerated)" if v.tolerated else "")
+                where = f"step {step_label(v)}"
+                if row.steps > 1:
+                    where = f"{row.steps} steps from {where}"
+                change = f" ({_pct(v)})" if row.steps == 1 and _pct(v) else ""
+                out.line(f"{status} {role(result)} {metric} {where}: {terminal(v.reason)}{change}", indent=4)
             if more:
-                rows.append(["", "", metric, f"+{more} more", *[""] * 6])
-        columns = ("status", "role", "metric", "step", "value", "ref", "n", "band", "Δ", "reason")
-        out.table(columns, rows, title="needs attention")
+                out.line(f"{metric}: {more} more steps (the JSON report lists every step)", indent=4)
+        out.line()
 
     gates = [
         [
@@ -76,18 +92,6 @@ def render_text(report: RunReport) -> str:
         for result in report.results
     ]
     out.table(("status", "role", "metric", "steps", "coordinates", "source"), gates, title="gates")
-    for result in report.results:
-        if result.why is not None:
-            # One line, however long: a person greps for it in a CI log.
-            out.line(
-                f"{role(result).upper()} FAIL {terminal(result.gate.metric)}: {terminal(result.why)}",
-                wrap=False,
-            )
-
-    for warning in report.warnings:
-        out.line(terminal(f"WARNING re-key: {warning.message}"))
-    out.line(terminal(_verdict_line(report)))
-    return out.text()
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,6 @@ def _verdict_line(report: RunReport) -> str:
         stored = "not written (pass --write on nightlies)"
     within = f"{tolerated} failing within tolerate · " if tolerated else ""
     return (
-        f"result: exit {report.exit_code} · {enforced} enforced failing · {shadow} shadow failing · "
-        f"{within}{cold} cold · {stored}"
+        f"result: exit {report.exit_code} · {Noise.of(results).line()} · {enforced} enforced failing · "
+        f"{shadow} shadow failing · {within}{cold} cold · {stored}"
     )

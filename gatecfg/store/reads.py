@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Row
 from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     STATUSES,
+    Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
@@ -23,7 +24,14 @@ from gatecfg.store.rows import (
     ValueColumns,
     history_row,
 )
-from gatecfg.store.statements import NEWEST_FIRST, TRUSTED, history_keys, history_values, keys_of_metric
+from gatecfg.store.statements import (
+    NEWEST_FIRST,
+    TRUSTED,
+    history_keys,
+    history_values,
+    keys_of_metric,
+    run_qualifies,
+)
 from gatecfg.store.tables import coordinates, metric_points, runs
 from gatecfg.store.windowing import IN_CHUNK, chunks
 
@@ -237,6 +245,22 @@ def runs_by_id(conn: Connection, run_ids: Sequence[str]) -> dict[str, RunRow]:
     return found
 
 
+def newest_run(
+    conn: Connection, series_key: str, *, baseline: Baseline, exclude_run_id: str | None
+) -> RunRow | None:
+    """The newest run of a series whose values form baselines (`qualifies`), besides the run judged."""
+    query = (
+        sa.select(runs, TRUSTED.label("trusted"))
+        .where(runs.c.series_key == series_key, run_qualifies(baseline))
+        .order_by(*NEWEST_FIRST)
+        .limit(1)
+    )
+    if exclude_run_id is not None:
+        query = query.where(runs.c.run_id != exclude_run_id)
+    row = conn.execute(query).first()
+    return None if row is None else run_row(row)
+
+
 def keyed_runs(conn: Connection, *, test: str, series_key: str | None) -> list[tuple[int, RunRow]]:
     """(primary key, run) of a test's stored runs (of one series, or all), oldest first."""
     query = (
@@ -265,6 +289,7 @@ def run_row(row: Row[Any]) -> RunRow:
             gate_trusted=row.gate_trusted,
             written_by=row.written_by,
             write_override=row.write_override,
+            meta=json.loads(row.meta) if row.meta else {},
         ),
         trusted=bool(row.trusted),
         trust_override=row.trust_override,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast
 
@@ -136,6 +136,9 @@ class RunInfo:
     written_by: str
     # Why a job the write policy refuses wrote anyway (`--override-write-policy`); None for a normal write.
     write_override: str | None = None
+    # What the run carries beyond its identity (`--meta`, the CI's runner and image): not part of any key,
+    # shown when a gate fails so that a container bump reads as one cause.
+    meta: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Runs are ordered by created_at across CI runners in different zones: a naive time is ambiguous.

@@ -70,6 +70,13 @@ def qualifies(baseline: Baseline, coordinate: sa.ColumnElement[str]) -> sa.Colum
     return sa.and_(trust.is_(True), ~before_shift)
 
 
+def run_qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
+    """Whole runs whose values form baselines, gate by gate aside: `trusted` ones (the run's own trust),
+    or for `nightly` every run not untrusted by hand."""
+    trust = TRUSTED if baseline == "trusted" else sa.func.coalesce(runs.c.trust_override, sa.true())
+    return trust.is_(True)
+
+
 def run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
     """The run coordinates a baseline reads (a query with `coordinates` in its FROM, or correlated to it):
     qualifying ones, other than the run being judged."""

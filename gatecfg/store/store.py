@@ -328,6 +328,14 @@ class Store(StoreReads):
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
             return reads.runs_by_id(conn, run_ids)
 
+    def newest_run(
+        self, series_key: str, *, baseline: Baseline, exclude_run_id: str | None = None
+    ) -> RunRow | None:
+        """The newest run of a series that forms baselines (`trusted`, or every `nightly` not untrusted by
+        hand), besides `exclude_run_id`: what tonight's run is compared with when a gate fails."""
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return reads.newest_run(conn, series_key, baseline=baseline, exclude_run_id=exclude_run_id)
+
     def runs(self, *, test: str | None = None) -> list[RunRow]:
         """Stored runs, newest first."""
         with self._errors("read runs from the history store"), self._engine.connect() as conn:

@@ -64,6 +64,7 @@ runs = sa.Table(
     sa.Column("trust_reason", sa.Text),
     sa.Column("trust_changed_at", UTCDateTime),
     sa.Column("write_override", sa.Text),
+    sa.Column("meta", sa.Text),  # a JSON object of strings, or NULL: what the run carries (RunInfo.meta)
     sa.Index(None, "series_key", "created_at"),
     sa.Index(None, "commit_sha"),
     sa.Index(None, "ci_run_id"),

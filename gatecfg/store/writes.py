@@ -262,6 +262,7 @@ def _run_values(run: RunInfo) -> dict[str, Any]:
         "created_at": run.created_at,
         "written_by": run.written_by,
         "write_override": run.write_override,
+        "meta": json.dumps(dict(run.meta), sort_keys=True, ensure_ascii=False) if run.meta else None,
         "gate_trusted": run.gate_trusted,
     }
 
