@@ -84,10 +84,10 @@ def floored(loc: FloatArray, spread: FloatArray, floor: float) -> FloatArray:
     return scale
 
 
-def clip_outliers(stats: FloatArray) -> FloatArray:
-    """Each row's values (the past nights in the columns) clipped to OUTLIER_MADS robust scales of the
-    row's median, as a step's window values are before its scale is taken."""
+def clip_outliers(stats: FloatArray, mads: float = OUTLIER_MADS) -> FloatArray:
+    """Each row's values (the past nights in the columns) clipped to `mads` robust scales of the row's
+    median, as a step's window values are before its scale is taken."""
     loc, mad = median_mad(stats)
-    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
+    reach = np.where(mad > 0, mads * mad, np.inf)
     clipped: FloatArray = np.clip(stats, (loc - reach)[..., None], (loc + reach)[..., None])
     return clipped

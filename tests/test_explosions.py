@@ -167,3 +167,13 @@ def test_the_shipped_grad_norm_one_liner_fails_a_step_that_exploded(tmp_path: Pa
 
     assert result.code == 1, result.out
     assert [v["step"] for v in json.loads(result.out)["verdicts"] if v["status"] == "fail"] == [30]
+
+
+def test_an_absurd_night_in_a_single_steps_window_does_not_pass_a_fivefold_value() -> None:
+    # A single step keeps the metric's own tails in its past spread (clipped only at ABSURD_MADS): real
+    # nights 5-10 robust spreads out stay in it, a night at 1e300 does not widen it out of reach.
+    window = quiet_window(1, 10, seed=13, log=False)[:, 1:]
+    window[0, 4] = 1e300
+
+    assert decide(np.array([5.0]), window, direction="up", alpha=0.01).fired
+    assert not decide(np.array([1.0]), window, direction="up", alpha=0.01).fired
