@@ -155,6 +155,7 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
     segments = _one_change(cleaned, _classify(cleaned, models, stretch_intervals, per_night), per_night)
+    segments = _merge(cleaned, segments, per_night)
     newest = models[-1].scale
     return Detection(segments, newest, per_night * newest**2, tuple(outliers))
 
@@ -666,3 +667,87 @@ def _jumps(cleaned: Array, before: Segment, after: tuple[int, int], scale: float
         left_var = before.scale**2 / left.size
     jump = float(np.mean(cleaned[a:b])) - at
     return jump**2 / (left_var + scale**2 / (b - a)) > per_night
+
+
+# --- step 10: every change judged again against the residuals of the whole fit -------------------------
+
+
+def _fit(cleaned: Array, a: int, b: int, line: bool) -> tuple[Array, float]:
+    """Residuals of the nights `a:b` around their least-squares level or line, and the line's slope."""
+    y = cleaned[a:b]
+    if not line or y.size < 3:
+        return y - float(np.mean(y)), 0.0
+    t = np.arange(y.size, dtype=np.float64)
+    slope, intercept = np.polyfit(t, y, 1)
+    return y - (intercept + slope * t), float(slope)
+
+
+def _cost(cleaned: Array, a: int, b: int, line: bool, scale: float, per_night: float) -> float:
+    """A segment's sum of squares in units of `scale^2`, a line's slope priced like a change (step 5)."""
+    residuals = _fit(cleaned, a, b, line)[0]
+    price = float(_slope_price(a, b, cleaned.size, per_night)) if line else 0.0
+    return float(np.dot(residuals, residuals)) / scale**2 + price
+
+
+def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
+    """`2 ln LR` of a change of the noise scale at `after.start`, measured on the residuals around each
+    side's own level or line, in units that hold whatever the noise's tails: a drift's slope is no part of
+    the spread. Under Gaussian noise the statistic is chi-square(1); a log-variance's variance is
+    `(kappa - 1) / n` for noise of kurtosis `kappa` rather than `2 / n` (Box 1953), so the statistic is
+    divided by `(kappa - 1) / 2`, never less than 1 (its Gaussian value)."""
+    left = _fit(cleaned, before.start, before.stop, before.kind == "drift")[0]
+    right = _fit(cleaned, after.start, after.stop, after.kind == "drift")[0]
+    v_left, v_right = float(np.mean(left**2)), float(np.mean(right**2))
+    if min(v_left, v_right) <= 0:
+        return math.inf
+    pooled = (left.size * v_left + right.size * v_right) / (left.size + right.size)
+    lr = (left.size + right.size) * math.log(pooled)
+    lr -= left.size * math.log(v_left) + right.size * math.log(v_right)
+    z = np.concatenate([left / math.sqrt(v_left), right / math.sqrt(v_right)])
+    kurtosis = float(np.mean(z**4))
+    return lr / max(1.0, (kurtosis - 1) / 2)
+
+
+def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> tuple[Segment, ...]:
+    """Backward elimination: the change that saves least, judged on the finished fit, is removed while it
+    saves less than its price.
+
+    Steps 4-7 search each stretch of one noise scale at that stretch's long-run scale, which is
+    measured around levels; once the whole series is fitted (levels, lines, turns, stretches), the
+    residuals around that fit say how much a segment's mean still wanders. A change of level or slope
+    must save more than `per_night` in units of the larger of that wander (the Bartlett long-run scale
+    of the fit's residuals, step 2) and the two segments' own scales; a change of spread must pay the
+    same price as a change of the variance of the residuals around each side's level or line
+    (`_spread_gain`), so that a change of slope, which a first difference's square carries, is not read
+    as a change of spread. The merged nights take the better of a level and a priced line."""
+    merged = list(segments)
+    if len(merged) < 2:
+        return segments
+    wander = long_run_sd(
+        np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
+    )
+    while len(merged) > 1:
+        gains = []
+        for before, after in itertools.pairwise(merged):
+            if after.kind == "spread":
+                gains.append(_spread_gain(cleaned, before, after))
+                continue
+            scale = max(wander, before.scale, after.scale)
+            apart = _cost(cleaned, before.start, before.stop, before.kind == "drift", scale, per_night)
+            apart += _cost(cleaned, after.start, after.stop, after.kind == "drift", scale, per_night)
+            together = min(
+                _cost(cleaned, before.start, after.stop, line, scale, per_night) for line in (False, True)
+            )
+            gains.append(together - apart)
+        k = int(np.argmin(gains))
+        if gains[k] > per_night:
+            break
+        before, after = merged[k], merged[k + 1]
+        scale = max(before.scale, after.scale)
+        line = _cost(cleaned, before.start, after.stop, True, scale, per_night) < _cost(
+            cleaned, before.start, after.stop, False, scale, per_night
+        )
+        kind: Kind = "drift" if line else ("spread" if before.kind == "spread" else "level")
+        slope = _fit(cleaned, before.start, after.stop, True)[1] if line else 0.0
+        merged[k : k + 2] = [replace(before, stop=after.stop, kind=kind, slope=slope, scale=scale)]
+    return tuple(merged)
