@@ -690,22 +690,27 @@ def _cost(cleaned: Array, a: int, b: int, line: bool, scale: float, per_night: f
 
 
 def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
-    """`2 ln LR` of a change of the noise scale at `after.start`, measured on the residuals around each
-    side's own level or line, in units that hold whatever the noise's tails: a drift's slope is no part of
-    the spread. Under Gaussian noise the statistic is chi-square(1); a log-variance's variance is
-    `(kappa - 1) / n` for noise of kurtosis `kappa` rather than `2 / n` (Box 1953), so the statistic is
-    divided by `(kappa - 1) / 2`, never less than 1 (its Gaussian value)."""
-    left = _fit(cleaned, before.start, before.stop, before.kind == "drift")[0]
-    right = _fit(cleaned, after.start, after.stop, after.kind == "drift")[0]
+    """`2 ln LR` of a change of the noise scale at `after.start`, measured on the night-to-night
+    differences of the residuals around each side's own level or line: a drift's slope is no part of the
+    spread, and differences leave out the slow bend a line misses on a curve. Each side's variance is
+    half the mean square of its differences. For Gaussian noise neighbouring differences correlate at
+    -1/2, so their squares at 1/4, and a log-variance's variance is `1 + 2/4 = 1.5` times an independent
+    sample's; heavier tails raise both the squares' kurtosis, by `(kappa - 1) / 2` (Box 1953), and their
+    correlation. The statistic is divided by that long-run factor, measured, and never below 1.5."""
+    left = np.diff(_fit(cleaned, before.start, before.stop, before.kind == "drift")[0])
+    right = np.diff(_fit(cleaned, after.start, after.stop, after.kind == "drift")[0])
     v_left, v_right = float(np.mean(left**2)), float(np.mean(right**2))
-    if min(v_left, v_right) <= 0:
-        return math.inf
+    if min(v_left, v_right) <= 0 or min(left.size, right.size) < 2:
+        return math.inf if min(v_left, v_right) <= 0 else 0.0
     pooled = (left.size * v_left + right.size * v_right) / (left.size + right.size)
     lr = (left.size + right.size) * math.log(pooled)
     lr -= left.size * math.log(v_left) + right.size * math.log(v_right)
-    z = np.concatenate([left / math.sqrt(v_left), right / math.sqrt(v_right)])
-    kurtosis = float(np.mean(z**4))
-    return lr / max(1.0, (kurtosis - 1) / 2)
+    squares = [left**2 / v_left, right**2 / v_right]  # mean 1 on each side
+    kurtosis = float(np.mean(np.concatenate(squares) ** 2))
+    lag1 = sum(float(np.sum((q[1:] - 1) * (q[:-1] - 1))) for q in squares)
+    lag0 = sum(float(np.sum((q - 1) ** 2)) for q in squares)
+    factor = (kurtosis - 1) / 2 * (1 + 2 * max(0.0, lag1 / lag0))
+    return lr / max(1.5, factor)
 
 
 def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> tuple[Segment, ...]:
@@ -723,22 +728,25 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
     merged = list(segments)
     if len(merged) < 2:
         return segments
-    wander = long_run_sd(
-        np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
+    residuals = np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
+    # The AR(1) long-run scale of the residuals, bounded by the series' own long-run spread, as step 2
+    # starts its search; or their Bartlett long-run scale, if larger.
+    ceiling = long_run_sd(cleaned - median(cleaned))
+    wander = max(
+        long_run_sd(residuals), starting_scale(residuals, noise_scale(residuals), ceiling)
     )
     while len(merged) > 1:
         gains = []
         for before, after in itertools.pairwise(merged):
-            if after.kind == "spread":
-                gains.append(_spread_gain(cleaned, before, after))
-                continue
             scale = max(wander, before.scale, after.scale)
             apart = _cost(cleaned, before.start, before.stop, before.kind == "drift", scale, per_night)
             apart += _cost(cleaned, after.start, after.stop, after.kind == "drift", scale, per_night)
             together = min(
                 _cost(cleaned, before.start, after.stop, line, scale, per_night) for line in (False, True)
             )
-            gains.append(together - apart)
+            # Where the noise scale changes, the change stays if either its spread or its mean pays.
+            spread = _spread_gain(cleaned, before, after) if after.spread_change else 0.0
+            gains.append(max(together - apart, spread))
         k = int(np.argmin(gains))
         if gains[k] > per_night:
             break
