@@ -644,7 +644,7 @@ def test_a_change_of_spread_along_a_drift_is_still_one() -> None:
 def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
     # Exponential growth with small noise: every piece of line leaves a bowl of residuals, nights alike
     # over the whole piece, so a change between two pieces is measured against the residuals' long-run
-    # scale (step 10). Main cut these 20 into 5.5 regimes a series; each change now pays at that scale.
+    # scale (step 10). Main cut these 20 into 5.5 changes a series (2.5 now).
     t = np.arange(120, dtype=np.float64)
     counts = [
         len(detect(np.exp(t / 25) + np.random.default_rng(seed).normal(0, 0.3, 120)).starts) - 1

@@ -47,6 +47,13 @@ A change of spread that comes with a jump of the mean (larger than MBIC allows a
 scales) is a level shift; without one it is a spread change; level shifts inside the likely nights of a
 change of spread are that change. A regime that moves along a line is a drift, whatever opened it.
 
+7. **Judged again** (`_merge`). Steps 4-6 price each stretch's changes at a scale measured around levels,
+   and step 1 reads a change of slope as a change of spread (a first difference carries the slope). On
+   the finished fit every change is asked again, weakest first, and removed while it saves less than the
+   price: a change of level or slope at the long-run scale of the whole fit's residuals (a line laid on a
+   curve leaves a bowl of nights alike), a change of spread on the variance of the differences of the
+   residuals around each side's own level or line.
+
 A regime needs `MIN_REGIME` nights. Not a tuned constant but the definition: a level seen on one or two
 nights is indistinguishable from outliers, and the outlier step above removes exactly such excursions.
 """
