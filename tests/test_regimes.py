@@ -614,7 +614,6 @@ def test_a_shift_in_autocorrelated_noise_is_still_found() -> None:
     assert detect(series).starts == (0, 150)
 
 
-
 def _slope_change(rng: np.random.Generator) -> np.ndarray:
     """200 nights of unit noise along a line whose slope goes from 0.5 to 2 a night at night 100."""
     t = np.arange(100, dtype=np.float64)
@@ -651,6 +650,7 @@ def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
         for seed in range(20)
     ]
     assert sum(counts) / len(counts) <= 3.0
+
 
 def test_a_change_is_priced_for_the_coordinates_scanned() -> None:
     # 2,000 series of 20 nights of noise: 76 with a phantom regime alone, 6 priced for 10,000 coordinates.

@@ -689,13 +689,6 @@ def _fit(cleaned: Array, a: int, b: int, line: bool) -> tuple[Array, float]:
     return y - (intercept + slope * t), float(slope)
 
 
-def _cost(cleaned: Array, a: int, b: int, line: bool, scale: float, per_night: float) -> float:
-    """A segment's sum of squares in units of `scale^2`, a line's slope priced like a change (step 5)."""
-    residuals = _fit(cleaned, a, b, line)[0]
-    price = float(_slope_price(a, b, cleaned.size, per_night)) if line else 0.0
-    return float(np.dot(residuals, residuals)) / scale**2 + price
-
-
 def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
     """`2 ln LR` of a change of the noise scale at `after.start`, measured on the night-to-night
     differences of the residuals around each side's own level or line: a drift's slope is no part of the
@@ -727,30 +720,34 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
     Steps 4-7 search each stretch of one noise scale at that stretch's long-run scale, which is
     measured around levels; once the whole series is fitted (levels, lines, turns, stretches), the
     residuals around that fit say how much a segment's mean still wanders. A change of level or slope
-    must save more than `per_night` in units of the larger of that wander (the Bartlett long-run scale
-    of the fit's residuals, step 2) and the two segments' own scales; a change of spread must pay the
-    same price as a change of the variance of the residuals around each side's level or line
-    (`_spread_gain`), so that a change of slope, which a first difference's square carries, is not read
-    as a change of spread. The merged nights take the better of a level and a priced line."""
+    must save more than `per_night` in units of the larger of that wander (the long-run scale of the
+    fit's residuals, as step 2 measures one) and the two segments' own scales. Where the noise scale
+    changes, the change may pay instead as a change of the variance of the residuals around each side's
+    level or line (`_spread_gain`), so that a change of slope, which a first difference's square
+    carries, is not read as a change of spread. The merged nights take the better of a level and a
+    priced line."""
     merged = list(segments)
     if len(merged) < 2:
         return segments
+
+    def cost(a: int, b: int, line: bool, scale: float) -> float:
+        """The nights `a:b`' sum of squares in units of `scale^2`, a line's slope priced as in step 5."""
+        residuals = _fit(cleaned, a, b, line)[0]
+        price = float(_slope_price(a, b, cleaned.size, per_night)) if line else 0.0
+        return float(np.dot(residuals, residuals)) / scale**2 + price
+
     residuals = np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
     # The AR(1) long-run scale of the residuals, bounded by the series' own long-run spread, as step 2
     # starts its search; or their Bartlett long-run scale, if larger.
     ceiling = long_run_sd(cleaned - median(cleaned))
-    wander = max(
-        long_run_sd(residuals), starting_scale(residuals, noise_scale(residuals), ceiling)
-    )
+    wander = max(long_run_sd(residuals), starting_scale(residuals, noise_scale(residuals), ceiling))
     while len(merged) > 1:
         gains = []
         for before, after in itertools.pairwise(merged):
             scale = max(wander, before.scale, after.scale)
-            apart = _cost(cleaned, before.start, before.stop, before.kind == "drift", scale, per_night)
-            apart += _cost(cleaned, after.start, after.stop, after.kind == "drift", scale, per_night)
-            together = min(
-                _cost(cleaned, before.start, after.stop, line, scale, per_night) for line in (False, True)
-            )
+            apart = cost(before.start, before.stop, before.kind == "drift", scale)
+            apart += cost(after.start, after.stop, after.kind == "drift", scale)
+            together = min(cost(before.start, after.stop, line, scale) for line in (False, True))
             # Where the noise scale changes, the change stays if either its spread or its mean pays.
             spread = _spread_gain(cleaned, before, after) if after.spread_change else 0.0
             gains.append(max(together - apart, spread))
@@ -759,9 +756,7 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
             break
         before, after = merged[k], merged[k + 1]
         scale = max(before.scale, after.scale)
-        line = _cost(cleaned, before.start, after.stop, True, scale, per_night) < _cost(
-            cleaned, before.start, after.stop, False, scale, per_night
-        )
+        line = cost(before.start, after.stop, True, scale) < cost(before.start, after.stop, False, scale)
         kind: Kind = "drift" if line else ("spread" if before.kind == "spread" else "level")
         slope = _fit(cleaned, before.start, after.stop, True)[1] if line else 0.0
         merged[k : k + 2] = [replace(before, stop=after.stop, kind=kind, slope=slope, scale=scale)]
