@@ -652,6 +652,16 @@ def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
     assert sum(counts) / len(counts) <= 3.0
 
 
+def test_a_metric_that_alternates_then_alternates_wider_is_one_change() -> None:
+    # Two values in turn, then two further apart: every difference of the residuals has one size on each
+    # side, so their squares do not vary at all (step 10's long-run factor has nothing to measure, which
+    # divided by zero before it was guarded).
+    series = np.r_[np.tile([0.0, 1.0], 60), np.tile([0.0, 4.0], 60)]
+    segments = detect(series).segments
+    assert [s.start for s in segments] == [0, 120]
+    assert segments[1].spread_change
+
+
 def test_a_change_is_priced_for_the_coordinates_scanned() -> None:
     # 2,000 series of 20 nights of noise: 76 with a phantom regime alone, 6 priced for 10,000 coordinates.
     rng = np.random.default_rng(26)

@@ -709,7 +709,7 @@ def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
     kurtosis = float(np.mean(np.concatenate(squares) ** 2))
     lag1 = sum(float(np.sum((q[1:] - 1) * (q[:-1] - 1))) for q in squares)
     lag0 = sum(float(np.sum((q - 1) ** 2)) for q in squares)
-    factor = (kurtosis - 1) / 2 * (1 + 2 * max(0.0, lag1 / lag0))
+    factor = (kurtosis - 1) / 2 * (1 + 2 * max(0.0, lag1 / lag0 if lag0 > 0 else 0.0))
     return lr / max(1.5, factor)
 
 
