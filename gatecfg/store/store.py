@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, retention, writes
-from gatecfg.store.direct import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
+from gatecfg.shifts import Recent, Shift
+from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -27,7 +27,9 @@ from gatecfg.store.engine import (
     redact,
     store_errors,
 )
+from gatecfg.store.facts import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.links import Carry
+from gatecfg.store.protocol import StoreReads
 from gatecfg.store.retention import Retained
 from gatecfg.store.rows import (
     Baseline,
@@ -53,7 +55,7 @@ PG_UPGRADE_LOCK = 0x6761746563666701
 BULK_CACHE_KIB = -32_768
 
 
-class Store:
+class Store(StoreReads):
     """A history store. Open with `Store.open(url)`; use as a context manager or call `close()`."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -114,11 +116,41 @@ class Store:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
 
-    def write_run(self, run: RunInfo, points: writes.Points) -> bool:
-        """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
+    def write_run(
+        self,
+        run: RunInfo,
+        points: writes.Points,
+        *,
+        rejoin: Sequence[str] = (),
+        accept: Sequence[Shift] = (),
+    ) -> bool:
+        """Store a run and all its points at once; False, writing nothing, if the run id is stored. In the
+        same transaction, the failed values of the `rejoin` coordinates rejoin their baselines, and each
+        shift of `accept` is recorded as accepted (store/follow.py)."""
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
             [stored] = writes.write_runs(conn, [(run, points)], where=self.url)
+            if stored:
+                follow.rejoin(conn, rejoin)
+                for shift in accept:
+                    follow.accept(conn, shift, series_key=run.series_key, test=run.test, at=run.created_at)
             return stored
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]:
+        """Per coordinate, its newest `depth` runs as its baseline sees them, newest first."""
+        with self._errors("read recent runs from the history store"), self._engine.connect() as conn:
+            return follow.recent(conn, coordinates, depth=depth, exclude_run_id=exclude_run_id)
+
+    def shifts(self, *, test: str | None = None, active: bool = False) -> list[follow.ShiftRow]:
+        """Accepted shifts, newest first (`active`: those not undone)."""
+        with self._errors("read shifts from the history store"), self._engine.connect() as conn:
+            return follow.listed(conn, test=test, active=active)
+
+    def undo_shift(self, pk: int, *, reason: str | None = None) -> bool:
+        """Undo accepted shift `pk`; False when no active shift has that number."""
+        with self._errors("undo a shift in the history store"), self._writer.begin() as conn:
+            return follow.undo(conn, pk, at=datetime.now(UTC), reason=reason)
 
     def write_runs(self, items: Iterable[tuple[RunInfo, writes.Points]]) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
@@ -173,11 +205,8 @@ class Store:
 
     def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
         """Whether any run of this series is stored (besides `exclude_run_id`, the run being judged)."""
-        query = sa.select(runs.c.pk).where(runs.c.series_key == series_key)
-        if exclude_run_id is not None:
-            query = query.where(runs.c.run_id != exclude_run_id)
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+            return conn.execute(statements.has_runs(series_key, exclude_run_id)).first() is not None
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """Every stored key of one series and metric with its amount of history, most recent first."""
@@ -239,8 +268,11 @@ class Store:
         commit: str | None = None,
         ci_run_id: str | None = None,
         reason: str | None = None,
+        metric: str | None = None,
     ) -> tuple[int, int]:
-        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing."""
+        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing. With
+        `metric`, only that metric's values in those runs (its gate's baseline): (runs holding it,
+        changed)."""
         selectors = [
             column == value
             for column, value in (
@@ -253,6 +285,10 @@ class Store:
         if len(selectors) != 1:
             raise ValueError("set_trust takes exactly one of run_id, commit and ci_run_id")
         with self._errors("change run trust in the history store"), self._writer.begin() as conn:
+            if metric is not None:
+                return writes.set_metric_trust(
+                    conn, trusted=trusted, selector=selectors[0], metric=metric, reason=reason
+                )
             return writes.set_trust(conn, trusted=trusted, selector=selectors[0], reason=reason)
 
     def history(
