@@ -614,6 +614,54 @@ def test_a_shift_in_autocorrelated_noise_is_still_found() -> None:
     assert detect(series).starts == (0, 150)
 
 
+def _slope_change(rng: np.random.Generator) -> np.ndarray:
+    """200 nights of unit noise along a line whose slope goes from 0.5 to 2 a night at night 100."""
+    t = np.arange(100, dtype=np.float64)
+    return np.r_[0.5 * t, 50 + 2 * t] + rng.normal(0, 1, 200)
+
+
+def test_a_change_of_slope_is_not_a_change_of_spread() -> None:
+    # A first difference carries the slope: its square, step 1's local variance, rises by the slope's
+    # square, so a steeper drift read as a noisier one (main: a spread change in 4 of these 20, two or
+    # three changes in 10). Around each side's own line the noise is the same: one drift change.
+    found = [detect(_slope_change(np.random.default_rng(seed))).segments for seed in range(20)]
+    assert all([s.kind for s in segments[1:]] == ["drift"] for segments in found)
+    assert all(abs(segments[1].start - 100) <= 5 for segments in found)
+
+
+def test_a_change_of_spread_along_a_drift_is_still_one() -> None:
+    # The same slope throughout, the noise four times larger from night 150: the residuals around each
+    # side's line change their variance, and the change of spread stays.
+    rng = np.random.default_rng(41)
+    t = np.arange(300, dtype=np.float64)
+    series = 0.05 * t + rng.normal(0, 1, 300) * np.where(t < 150, 1.0, 4.0)
+    segments = detect(series).segments
+    assert [s.spread_change for s in segments[1:]] == [True]
+    assert abs(segments[1].start - 150) <= 10
+
+
+def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
+    # Exponential growth with small noise: every piece of line leaves a bowl of residuals, nights alike
+    # over the whole piece, so a change between two pieces is measured against the residuals' long-run
+    # scale (step 10). Main cut these 20 into 5.5 changes a series (2.5 now).
+    t = np.arange(120, dtype=np.float64)
+    counts = [
+        len(detect(np.exp(t / 25) + np.random.default_rng(seed).normal(0, 0.3, 120)).starts) - 1
+        for seed in range(20)
+    ]
+    assert sum(counts) / len(counts) <= 3.0
+
+
+def test_a_metric_that_alternates_then_alternates_wider_is_one_change() -> None:
+    # Two values in turn, then two further apart: every difference of the residuals has one size on each
+    # side, so their squares do not vary at all (step 10's long-run factor has nothing to measure, which
+    # divided by zero before it was guarded).
+    series = np.r_[np.tile([0.0, 1.0], 60), np.tile([0.0, 4.0], 60)]
+    segments = detect(series).segments
+    assert [s.start for s in segments] == [0, 120]
+    assert segments[1].spread_change
+
+
 def test_a_change_is_priced_for_the_coordinates_scanned() -> None:
     # 2,000 series of 20 nights of noise: 76 with a phantom regime alone, 6 priced for 10,000 coordinates.
     rng = np.random.default_rng(26)

@@ -47,6 +47,13 @@ A change of spread that comes with a jump of the mean (larger than MBIC allows a
 scales) is a level shift; without one it is a spread change; level shifts inside the likely nights of a
 change of spread are that change. A regime that moves along a line is a drift, whatever opened it.
 
+7. **Judged again** (`_merge`). Steps 4-6 price each stretch's changes at a scale measured around levels,
+   and step 1 reads a change of slope as a change of spread (a first difference carries the slope). On
+   the finished fit every change is asked again, weakest first, and removed while it saves less than the
+   price: a change of level or slope at the long-run scale of the whole fit's residuals (a line laid on a
+   curve leaves a bowl of nights alike), a change of spread on the variance of the differences of the
+   residuals around each side's own level or line.
+
 A regime needs `MIN_REGIME` nights. Not a tuned constant but the definition: a level seen on one or two
 nights is indistinguishable from outliers, and the outlier step above removes exactly such excursions.
 """
@@ -155,6 +162,7 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
     segments = _one_change(cleaned, _classify(cleaned, models, stretch_intervals, per_night), per_night)
+    segments = _merge(cleaned, segments, per_night)
     newest = models[-1].scale
     return Detection(segments, newest, per_night * newest**2, tuple(outliers))
 
@@ -666,3 +674,90 @@ def _jumps(cleaned: Array, before: Segment, after: tuple[int, int], scale: float
         left_var = before.scale**2 / left.size
     jump = float(np.mean(cleaned[a:b])) - at
     return jump**2 / (left_var + scale**2 / (b - a)) > per_night
+
+
+# --- step 10: every change judged again against the residuals of the whole fit -------------------------
+
+
+def _fit(cleaned: Array, a: int, b: int, line: bool) -> tuple[Array, float]:
+    """Residuals of the nights `a:b` around their least-squares level or line, and the line's slope."""
+    y = cleaned[a:b]
+    if not line or y.size < 3:
+        return y - float(np.mean(y)), 0.0
+    t = np.arange(y.size, dtype=np.float64)
+    slope, intercept = np.polyfit(t, y, 1)
+    return y - (intercept + slope * t), float(slope)
+
+
+def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
+    """`2 ln LR` of a change of the noise scale at `after.start`, measured on the night-to-night
+    differences of the residuals around each side's own level or line: a drift's slope is no part of the
+    spread, and differences leave out the slow bend a line misses on a curve. Each side's variance is
+    half the mean square of its differences. For Gaussian noise neighbouring differences correlate at
+    -1/2, so their squares at 1/4, and a log-variance's variance is `1 + 2/4 = 1.5` times an independent
+    sample's; heavier tails raise both the squares' kurtosis, by `(kappa - 1) / 2` (Box 1953), and their
+    correlation. The statistic is divided by that long-run factor, measured, and never below 1.5."""
+    left = np.diff(_fit(cleaned, before.start, before.stop, before.kind == "drift")[0])
+    right = np.diff(_fit(cleaned, after.start, after.stop, after.kind == "drift")[0])
+    v_left, v_right = float(np.mean(left**2)), float(np.mean(right**2))
+    if min(v_left, v_right) <= 0 or min(left.size, right.size) < 2:
+        return math.inf if min(v_left, v_right) <= 0 else 0.0
+    pooled = (left.size * v_left + right.size * v_right) / (left.size + right.size)
+    lr = (left.size + right.size) * math.log(pooled)
+    lr -= left.size * math.log(v_left) + right.size * math.log(v_right)
+    squares = [left**2 / v_left, right**2 / v_right]  # mean 1 on each side
+    kurtosis = float(np.mean(np.concatenate(squares) ** 2))
+    lag1 = sum(float(np.sum((q[1:] - 1) * (q[:-1] - 1))) for q in squares)
+    lag0 = sum(float(np.sum((q - 1) ** 2)) for q in squares)
+    factor = (kurtosis - 1) / 2 * (1 + 2 * max(0.0, lag1 / lag0 if lag0 > 0 else 0.0))
+    return lr / max(1.5, factor)
+
+
+def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> tuple[Segment, ...]:
+    """Backward elimination: the change that saves least, judged on the finished fit, is removed while it
+    saves less than its price.
+
+    Steps 4-7 search each stretch of one noise scale at that stretch's long-run scale, which is
+    measured around levels; once the whole series is fitted (levels, lines, turns, stretches), the
+    residuals around that fit say how much a segment's mean still wanders. A change of level or slope
+    must save more than `per_night` in units of the larger of that wander (the long-run scale of the
+    fit's residuals, as step 2 measures one) and the two segments' own scales. Where the noise scale
+    changes, the change may pay instead as a change of the variance of the residuals around each side's
+    level or line (`_spread_gain`), so that a change of slope, which a first difference's square
+    carries, is not read as a change of spread. The merged nights take the better of a level and a
+    priced line."""
+    merged = list(segments)
+    if len(merged) < 2:
+        return segments
+
+    def cost(a: int, b: int, line: bool, scale: float) -> float:
+        """The nights `a:b`' sum of squares in units of `scale^2`, a line's slope priced as in step 5."""
+        residuals = _fit(cleaned, a, b, line)[0]
+        price = float(_slope_price(a, b, cleaned.size, per_night)) if line else 0.0
+        return float(np.dot(residuals, residuals)) / scale**2 + price
+
+    residuals = np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
+    # The AR(1) long-run scale of the residuals, bounded by the series' own long-run spread, as step 2
+    # starts its search; or their Bartlett long-run scale, if larger.
+    ceiling = long_run_sd(cleaned - median(cleaned))
+    wander = max(long_run_sd(residuals), starting_scale(residuals, noise_scale(residuals), ceiling))
+    while len(merged) > 1:
+        gains = []
+        for before, after in itertools.pairwise(merged):
+            scale = max(wander, before.scale, after.scale)
+            apart = cost(before.start, before.stop, before.kind == "drift", scale)
+            apart += cost(after.start, after.stop, after.kind == "drift", scale)
+            together = min(cost(before.start, after.stop, line, scale) for line in (False, True))
+            # Where the noise scale changes, the change stays if either its spread or its mean pays.
+            spread = _spread_gain(cleaned, before, after) if after.spread_change else 0.0
+            gains.append(max(together - apart, spread))
+        k = int(np.argmin(gains))
+        if gains[k] > per_night:
+            break
+        before, after = merged[k], merged[k + 1]
+        scale = max(before.scale, after.scale)
+        line = cost(before.start, after.stop, True, scale) < cost(before.start, after.stop, False, scale)
+        kind: Kind = "drift" if line else ("spread" if before.kind == "spread" else "level")
+        slope = _fit(cleaned, before.start, after.stop, True)[1] if line else 0.0
+        merged[k : k + 2] = [replace(before, stop=after.stop, kind=kind, slope=slope, scale=scale)]
+    return tuple(merged)
