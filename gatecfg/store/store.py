@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, retention, writes
+from gatecfg.store import baselines, inventory, links, reads, retention, transfer, writes
 from gatecfg.store.direct import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.engine import (
     CONNECT_HINT,
@@ -38,6 +38,7 @@ from gatecfg.store.rows import (
     ValueColumns,
 )
 from gatecfg.store.tables import runs
+from gatecfg.store.transfer import Inventory
 from gatecfg.windows import Baselines
 
 if TYPE_CHECKING:
@@ -296,6 +297,26 @@ class Store:
         """Stored runs, newest first."""
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
             return reads.run_rows(conn, test=test)
+
+    def inventory(self) -> Inventory:
+        """Schema revision, rows per table and size (`gatecfg db status`)."""
+        database = sa.make_url(self.url).database if self._engine.dialect.name == "sqlite" else None
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return transfer.inventory(conn, database)
+
+    def copy_into(self, target: Store, *, replace: bool) -> dict[str, int]:
+        """Every row of this store into `target`, in one transaction of the target's; rows per table."""
+        # A snapshot of the source: nightlies may keep writing to it while it is copied.
+        pg = self._engine.dialect.name == "postgresql"
+        snapshot = {"isolation_level": "REPEATABLE READ"} if pg else {}  # SQLite's BEGIN is one already
+        with (
+            self._errors("read the history store to copy"),
+            self._engine.connect().execution_options(**snapshot) as source,
+            source.begin(),
+            target._errors(f"copy into the history store {target.url}"),
+            target._writer.begin() as conn,
+        ):
+            return transfer.copy_tables(source, conn, replace=replace)
 
     def _errors(self, action: str, hint: str = STORE_HINT) -> AbstractContextManager[None]:
         return store_errors(self.url, action, hint=hint)
