@@ -88,9 +88,7 @@ def load_gates(root: StrPath | None = None) -> GateTree:
     return tree
 
 
-def lint(
-    paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath | None = None
-) -> list[Problem]:
+def lint(paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath | None = None) -> list[Problem]:
     """The problems `gatecfg lint` reports for these files or folders (default: the whole `gates` tree),
     errors and warnings, sorted by file and line. An empty list means the files are valid."""
     from gatecfg.linting import find_problems

@@ -100,7 +100,8 @@ def build_parser() -> Parser:
         "--dir",
         type=Path,
         metavar="DIR",
-        help="output folder (default: schema/, only in gatecfg's own checkout: elsewhere give --dir or --print)",
+        help="output folder (default: schema/, in gatecfg's own checkout only: elsewhere give --dir or "
+        "--print)",
     )
     p = add(
         sub,
@@ -220,7 +221,7 @@ def build_parser() -> Parser:
 
     add_analytics(sub)
     add_rekey(sub)
-    add_setup(sub)
+    add_setup(sub, parser)
     return parser
 
 

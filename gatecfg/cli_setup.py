@@ -12,7 +12,7 @@ from gatecfg.settings import db_url
 EXAMPLE_TEST = "tests/e2e/test_example_ci.py"
 
 
-def add_setup(sub: SubParsers) -> None:
+def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
     """init, completion, db: a repository's first gates, shell completion, the store itself."""
     p = add(
         sub,
@@ -24,12 +24,16 @@ def add_setup(sub: SubParsers) -> None:
     )
     gates_option(p)
     p.add_argument(
-        "--test", default=EXAMPLE_TEST, metavar="T", help=f"the example gate file's test (default: {EXAMPLE_TEST})"
+        "--test",
+        default=EXAMPLE_TEST,
+        metavar="T",
+        help=f"the example gate file's test (default: {EXAMPLE_TEST})",
     )
     p.add_argument(
         "--write-ci",
         action="store_true",
-        help="also write .github/workflows/gatecfg.yml and, when there is none, .pre-commit-config.yaml (default: print them)",
+        help="also write .github/workflows/gatecfg.yml and, when there is none, .pre-commit-config.yaml "
+        "(default: print them)",
     )
 
     p = add(
@@ -40,6 +44,7 @@ def add_setup(sub: SubParsers) -> None:
         _completion,
     )
     p.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
+    p.set_defaults(root=root)  # the script describes the whole parser, this subcommand's parent
 
     p = add(
         sub,
@@ -73,10 +78,9 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    from gatecfg.cli import build_parser
     from gatecfg.completion import script
 
-    sys.stdout.write(script(build_parser(), args.shell))
+    sys.stdout.write(script(args.root, args.shell))
     return 0
 
 
@@ -86,7 +90,9 @@ def _db(args: argparse.Namespace) -> int:
     if args.action != "copy":
         for flag, value in (("--from", args.from_url), ("--to", args.to_url), ("--replace", args.replace)):
             if value:
-                raise InputError.at(flag, f"only means something with `gatecfg db copy`, not `db {args.action}`")
+                raise InputError.at(
+                    flag, f"only means something with `gatecfg db copy`, not `db {args.action}`"
+                )
         return db.upgrade(db=db_url(args.db)) if args.action == "upgrade" else db.status(db=db_url(args.db))
     missing = [flag for flag, value in (("--from", args.from_url), ("--to", args.to_url)) if not value]
     if missing or args.db:

@@ -35,12 +35,11 @@ def status(*, db: str) -> int:
 
 def copy(*, source: str, target: str, replace: bool) -> int:
     started = time.perf_counter()
-    with Store.open(source) as reader:
-        # A SQLite target is created; a PostgreSQL one gets the schema (this is an admin's command, run by a
-        # role that may create tables, as `db upgrade` is). Then the rows, in one transaction.
-        with Store.open(target, check_schema=False) as writer:
-            writer.upgrade()
-            copied = reader.copy_into(writer, replace=replace)
+    # A SQLite target is created; a PostgreSQL one gets the schema (this is an admin's command, run by a
+    # role that may create tables, as `db upgrade` is). Then the rows, in one transaction.
+    with Store.open(source) as reader, Store.open(target, check_schema=False) as writer:
+        writer.upgrade()
+        copied = reader.copy_into(writer, replace=replace)
     shown = ", ".join(f"{n:,} {name}" for name, n in copied.items())
     print(f"copied {reader.url} -> {writer.url} in {time.perf_counter() - started:.1f} s")
     print(f"  {shown}; every table's count checked against the source")

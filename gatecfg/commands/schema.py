@@ -39,7 +39,8 @@ def print_schema(name: str) -> int:
 
 def schema(*, directory: Path | None, check: bool) -> int:
     if directory is None:
-        directory = _own_schema_folder()
+        # --check writes nothing, so it may look at any schema/; writing there is for gatecfg's checkout.
+        directory = Path("schema") if check else _own_schema_folder()
     stale = []
     for name, model in SCHEMAS.items():
         path = directory / name

@@ -48,13 +48,17 @@ def inventory(conn: Connection, database: str | None) -> Inventory:
     file)."""
     revision = None
     if sa.inspect(conn).has_table(VERSION_TABLE):
-        revision = conn.execute(sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))).scalar()
+        revision = conn.execute(
+            sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
+        ).scalar()
     counts = {
         table.name: int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
         for table in metadata.sorted_tables
     }
     if conn.dialect.name == "postgresql":
-        size: int | None = int(conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one())
+        size: int | None = int(
+            conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one()
+        )
     elif database and database != ":memory:" and not database.startswith("file:"):
         # The write-ahead log holds pages not yet checkpointed into the file: both are the store.
         files = [Path(database + suffix) for suffix in ("", "-wal")]
