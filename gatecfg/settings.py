@@ -96,7 +96,7 @@ def project(start: Path | None = None) -> FileSettings:
     for folder in (here, *here.parents):
         dotfile = folder / CONFIG_NAME
         if dotfile.is_file():
-            return _read(dotfile, _load(dotfile), CONFIG_NAME)
+            return _read(dotfile, _load(dotfile), "")
         pyproject = folder / PYPROJECT
         if pyproject.is_file():
             table = _load(pyproject).get("tool", {})
@@ -117,6 +117,9 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _read(path: Path, table: object, prefix: str) -> FileSettings:
     shown = _shown(path)
+    def dotted(key: str) -> str:
+        return f"{prefix}.{key}" if prefix else key
+
     if not isinstance(table, dict):
         raise InputError.at(shown, "is not a table", dotted=prefix, hint=KEYS_HINT)
     unknown = sorted(set(table) - set(KEYS))
@@ -126,14 +129,14 @@ def _read(path: Path, table: object, prefix: str) -> FileSettings:
     gates, db, series = table.get("gates"), table.get("db"), table.get("series")
     for key, value in (("gates", gates), ("db", db)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InputError.at(shown, "must be a non-empty string", dotted=f"{prefix}.{key}")
+            raise InputError.at(shown, "must be a non-empty string", dotted=dotted(key))
     if series is not None and not (
         isinstance(series, dict) and all(isinstance(v, str) for v in series.values())
     ):
         raise InputError.at(
             shown,
             "must be a table of string labels",
-            dotted=f"{prefix}.series",
+            dotted=dotted("series"),
             hint='e.g. series = { hardware = "h100" }',
         )
     return FileSettings(

@@ -316,7 +316,7 @@ class Store:
             target._errors(f"copy into the history store {target.url}"),
             target._writer.begin() as conn,
         ):
-            return transfer.copy_tables(source, conn, replace=replace)
+            return transfer.copy_tables(source, conn, replace=replace, where=target.url)
 
     def _errors(self, action: str, hint: str = STORE_HINT) -> AbstractContextManager[None]:
         return store_errors(self.url, action, hint=hint)

@@ -21,11 +21,13 @@ from sqlalchemy.engine import Connection
 from gatecfg.errors import StoreError
 from gatecfg.store.direct import VERSION_TABLE
 from gatecfg.store.rows import PointColumns
-from gatecfg.store.tables import carries, coordinates, metadata, metric_points, run_coordinates, runs
+from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.writes import Chunk, insert_points
 
 # Rows read and written at a time: bounded memory whatever the store's size.
 BATCH_ROWS = 50_000
+# Every table, in the order rows are written (a row's references first) and reported.
+TABLES = (runs, coordinates, run_coordinates, carries, metric_points)
 # Tables whose `pk` a sequence numbers on PostgreSQL: copied with their keys, the sequence must follow.
 NUMBERED = (runs, coordinates, carries)
 
@@ -53,7 +55,7 @@ def inventory(conn: Connection, database: str | None) -> Inventory:
         ).scalar()
     counts = {
         table.name: int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
-        for table in metadata.sorted_tables
+        for table in TABLES
     }
     if conn.dialect.name == "postgresql":
         size: int | None = int(
@@ -68,7 +70,7 @@ def inventory(conn: Connection, database: str | None) -> Inventory:
     return Inventory(revision, counts, size)
 
 
-def copy_tables(source: Connection, target: Connection, *, replace: bool) -> dict[str, int]:
+def copy_tables(source: Connection, target: Connection, *, replace: bool, where: str) -> dict[str, int]:
     """Every table's rows from `source` into `target` (both at the same schema revision), keys kept;
     returns the rows copied per table. Raises StoreError when the target holds rows and not `replace`
     (then its rows are deleted first, in the target's transaction), or when a count differs after."""
@@ -76,15 +78,15 @@ def copy_tables(source: Connection, target: Connection, *, replace: bool) -> dic
     held = inventory(target, None).counts
     if any(held.values()) and not replace:
         raise StoreError.at(
-            "--to",
+            where,
             "the target store is not empty (" + _counted(held) + "): nothing was copied",
             hint="copy into an empty store, or pass --replace to delete the target's rows in the same "
             "transaction",
         )
     if any(held.values()):
-        for table in reversed(metadata.sorted_tables):
+        for table in reversed(TABLES):
             target.execute(table.delete())
-    for table in (runs, coordinates, run_coordinates, carries):
+    for table in TABLES[:-1]:  # metric_points, the bulk of a store, through the bulk writer below
         rows = source.execute(sa.select(table).order_by(*table.primary_key.columns)).mappings()
         while batch := rows.fetchmany(BATCH_ROWS):
             target.execute(table.insert(), [dict(row) for row in batch])
@@ -101,7 +103,7 @@ def copy_tables(source: Connection, target: Connection, *, replace: bool) -> dic
     copied = inventory(target, None).counts
     if copied != counts:
         raise StoreError.at(
-            "--to",
+            where,
             f"the copy's row counts differ from the source's ({_counted(copied)} against "
             f"{_counted(counts)}): rolled back, nothing was copied",
             hint="is something deleting from the target while it is copied?",
