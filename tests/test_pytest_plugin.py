@@ -208,3 +208,43 @@ def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a
     required = project.runpytest_subprocess(*args)
     required.assert_outcomes(failed=2)
     required.stdout.fnmatch_lines(["*NOTICE: no stored history for series*failing: history is required*"])
+
+
+TWO_GATED = """\
+def test_first(gate_metrics):
+    gate_metrics.log_row({"train/loss": 1.5}, step=0)
+
+def test_second(gate_metrics):
+    gate_metrics.log_row({"train/loss": 1.5}, step=0)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_second_gated_test_in_one_file_is_an_error_that_says_so(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    """Locally and in CI alike (the run id does not matter): the first test of the file is judged and
+    stored, the second errors, naming the first; the summary says what was judged and written."""
+    project.makepyfile(**{GOOD.removesuffix(".py"): TWO_GATED})
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-write", "-p", "no:cacheprovider", "-k", "good", *workers
+    )
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*gatecfg: test_second is a second gated test in {GOOD}, which test_first gates already*",
+            "judged 1 test(s), 2 gate(s): 1 error, 1 pass; wrote 1 run(s) into history (sqlite:///history.db)",
+        ]
+    )
+
+
+def test_a_missing_store_is_one_message_in_the_plugins_words(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-db", "missing.db", "-p", "no:cacheprovider", "-k", "good"
+    )
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("no history store at this URL") == 1
+    assert "During handling of the above exception" not in out
+    assert "the first nightly `pytest --gatecfg-write`" in out
+    assert "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL" in out

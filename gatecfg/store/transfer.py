@@ -117,8 +117,13 @@ def _point_chunks(source: Connection) -> Iterator[list[Chunk]]:
     columns = [metric_points.c[name] for name in ("coordinate_pk", "run_pk", "step", "value", "status")]
     columns += [metric_points.c.ref, metric_points.c.lo, metric_points.c.hi]
     result = source.execute(sa.select(*columns).order_by(*metric_points.primary_key.columns))
+    # The driver's tuples, not a SQLAlchemy Row per row: these columns need no result processing, and
+    # at 800,000 rows the Rows cost a quarter of the copy.
+    cursor = result.cursor
+    if cursor is None:  # only a statement that returns no rows has none
+        return
     pending: list[Sequence[Any]] = []
-    while batch := result.fetchmany(BATCH_ROWS):
+    while batch := cursor.fetchmany(BATCH_ROWS):
         pending += batch
         # A chunk must not be split across batches: keep the last (coordinate, run) for the next one.
         last = (pending[-1][0], pending[-1][1])
