@@ -30,7 +30,9 @@ TABLES = ("runs", "coordinates", "run_coordinates", "carries", "metric_points")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()

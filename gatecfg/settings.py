@@ -117,6 +117,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _read(path: Path, table: object, prefix: str) -> FileSettings:
     shown = _shown(path)
+
     def dotted(key: str) -> str:
         return f"{prefix}.{key}" if prefix else key
 

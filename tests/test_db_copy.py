@@ -32,7 +32,10 @@ def verdicts(gates: Path, record: Path, db: str) -> list[dict[str, object]]:
     result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db,
                      "--format", "json")  # fmt: skip
     assert result.code == 0, result.err
-    return [{k: v[k] for k in ("coordinate", "step", "ref", "n", "lo")} for v in json.loads(result.out)["verdicts"]]
+    return [
+        {k: v[k] for k in ("coordinate", "step", "ref", "n", "lo")}
+        for v in json.loads(result.out)["verdicts"]
+    ]
 
 
 def test_status_shows_revision_runs_values_and_size(source: tuple[Path, str]) -> None:
@@ -82,7 +85,10 @@ def test_copy_refuses_a_non_empty_target_unless_replace(source: tuple[Path, str]
 
 def test_copy_needs_both_ends_and_takes_no_db(tmp_path: Path) -> None:
     assert "copy needs --to" in run_cli("db", "copy", "--from", "a.db").err
-    assert "copy takes --from and --to, not --db" in run_cli("db", "copy", "--from", "a", "--to", "b", "--db", "c").err
+    assert (
+        "copy takes --from and --to, not --db"
+        in run_cli("db", "copy", "--from", "a", "--to", "b", "--db", "c").err
+    )
     assert "only means something with `gatecfg db copy`" in run_cli("db", "status", "--from", "a.db").err
 
 
@@ -94,7 +100,9 @@ def test_copy_from_a_missing_store_creates_nothing(tmp_path: Path) -> None:
 
 def test_a_missing_psycopg_is_exit_2_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a)
+    )
     result = run_cli("db", "status", "--db", "postgresql+psycopg://ci@127.0.0.1:1/none")
     assert result.code == 2
     assert "needs the `postgres` extra, which is not installed (missing: psycopg)" in result.err

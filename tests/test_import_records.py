@@ -51,7 +51,12 @@ def test_a_folder_of_records_is_one_run_per_file_named_by_its_file(tmp_path: Pat
 def test_a_quoted_glob_and_a_list_of_files_read_alike(tmp_path: Path, folder: Path) -> None:
     gates = write_gates(tmp_path)
     by_glob, by_list = (f"sqlite:///{tmp_path / name}" for name in ("glob.db", "list.db"))
-    assert run_cli("import", "--gates", gates, "--test", TEST, f"{folder}/2024-05-0[12]*.jsonl", "--db", by_glob).code == 0
+    assert (
+        run_cli(
+            "import", "--gates", gates, "--test", TEST, f"{folder}/2024-05-0[12]*.jsonl", "--db", by_glob
+        ).code
+        == 0
+    )
     files = [folder / "2024-05-02_a1b2c3d.jsonl", folder / "2024-05-01_3f2a9c1.jsonl"]  # name order wins
     assert run_cli("import", "--gates", gates, "--test", TEST, *files, "--db", by_list).code == 0
     assert stored_runs(by_glob) == stored_runs(by_list)

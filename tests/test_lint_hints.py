@@ -36,7 +36,9 @@ def lint(gates: Path, name: str, text: str) -> list[str]:
 
 
 def test_a_misspelt_one_liner_shows_with_the_files_schema_errors(gates: Path) -> None:
-    out = lint(gates, "t.yaml", "test: t.py\ngates:\n  train/grad_nrom:\n  rollout/raw_reward:\n    steps: al\n")
+    out = lint(
+        gates, "t.yaml", "test: t.py\ngates:\n  train/grad_nrom:\n  rollout/raw_reward:\n    steps: al\n"
+    )
     assert out == [
         "gates/t.yaml:3:3: error: gates.train/grad_nrom: `train/grad_nrom` is a one-liner but no base file has "
         "defaults for it (searched: gates/base.yaml)",

@@ -41,7 +41,9 @@ def test_without_a_settings_file_the_gates_root_is_gates(project: Path) -> None:
 @pytest.mark.parametrize(
     ("file", "text"),
     [
-        pytest.param("pyproject.toml", '[project]\nname = "x"\n\n[tool.gatecfg]\ngates = "ci/gates"\n', id="pyproject"),
+        pytest.param(
+            "pyproject.toml", '[project]\nname = "x"\n\n[tool.gatecfg]\ngates = "ci/gates"\n', id="pyproject"
+        ),
         pytest.param(".gatecfg.toml", 'gates = "ci/gates"\n', id="dotfile"),
     ],
 )
@@ -122,7 +124,9 @@ def test_series_labels_precedence_and_a_flag_replaces_the_files_labels(
 
 
 def test_the_files_labels_key_what_evaluate_writes(project: Path) -> None:
-    (project / ".gatecfg.toml").write_text('gates = "ci/gates"\nseries = { hardware = "h100" }\n', encoding="utf-8")
+    (project / ".gatecfg.toml").write_text(
+        'gates = "ci/gates"\nseries = { hardware = "h100" }\n', encoding="utf-8"
+    )
     result = run_cli(
         "evaluate", "--test", TEST, "--record", project / "metrics.jsonl", "--write", "--format", "json"
     )
@@ -134,7 +138,9 @@ def test_the_files_labels_key_what_evaluate_writes(project: Path) -> None:
     ("text", "message"),
     [
         pytest.param('gate = "ci/gates"\n', ".gatecfg.toml: error: unknown setting `gate`", id="unknown-key"),
-        pytest.param("gates = 3\n", ".gatecfg.toml: error: gates: must be a non-empty string", id="not-a-string"),
+        pytest.param(
+            "gates = 3\n", ".gatecfg.toml: error: gates: must be a non-empty string", id="not-a-string"
+        ),
         pytest.param("series = { hardware = 1 }\n", "series: must be a table of string labels", id="labels"),
         pytest.param("gates = \n", ".gatecfg.toml: error: is not valid TOML", id="toml"),
         pytest.param('series = { test = "x" }\n', "`test` is not a label", id="test-label"),
@@ -147,7 +153,9 @@ def test_a_bad_settings_file_is_exit_2_naming_the_file(project: Path, text: str,
     assert message in result.err
 
 
-def test_diff_reads_the_store_the_settings_file_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_reads_the_store_the_settings_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without --db or GATECFG_DB_URL, `diff` counts the orphans in the store the settings name."""
     repo = make_repo(tmp_path / "repo")
     monkeypatch.chdir(repo)
@@ -163,7 +171,9 @@ def test_diff_reads_the_store_the_settings_file_names(tmp_path: Path, monkeypatc
     assert "stored values orphaned" in result.out
 
 
-def test_diff_counts_in_the_default_store_when_it_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_counts_in_the_default_store_when_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "repo")
     monkeypatch.chdir(repo)
     monkeypatch.delenv(settings.DB_ENV, raising=False)

@@ -12,18 +12,26 @@ from helpers import REPO, run_cli
 from rekey_helpers import git, make_repo
 
 
-def test_an_unknown_remote_branch_gets_a_fetch_that_makes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_remote_branch_gets_a_fetch_that_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No remote `origin`: the hint never spells `origin/origin/main`."""
     repo = make_repo(tmp_path / "repo")
     monkeypatch.chdir(repo)
     result = run_cli("diff", "--base", "origin/main")
     assert result.code == 2
     assert "origin/origin" not in result.err
-    assert "this clone has no git remote: `git remote add origin URL`, then `git fetch --depth=1 origin main`" in result.err
+    assert (
+        "this clone has no git remote: `git remote add origin URL`, then `git fetch --depth=1 origin main`"
+        in result.err
+    )
     git(repo, "remote", "add", "upstream", "https://example.com/x.git")
     other = run_cli("diff", "--base", "origin/main")
     assert "origin/origin" not in other.err
-    assert "`origin` is not a remote of this clone (remotes: upstream): `git fetch --depth=1 upstream main`, then pass `--base upstream/main`" in other.err
+    assert (
+        "`origin` is not a remote of this clone (remotes: upstream): `git fetch --depth=1 upstream main`, then pass `--base upstream/main`"
+        in other.err
+    )
 
 
 def test_the_pull_request_that_adds_gates_lists_them_as_added_without_an_error(
@@ -51,7 +59,10 @@ def test_schema_without_arguments_writes_nothing_outside_gatecfgs_checkout(
     assert "hint: `gatecfg schema --dir DIR`, or for an editor or check-jsonschema one file" in result.err
     assert list(tmp_path.iterdir()) == []
     assert run_cli("schema", "--dir", "out").code == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["base.schema.json", "gatefile.schema.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "base.schema.json",
+        "gatefile.schema.json",
+    ]
 
 
 def test_schema_without_arguments_still_writes_in_gatecfgs_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
