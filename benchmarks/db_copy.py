@@ -74,8 +74,8 @@ def seed(url: str, n_runs: int) -> None:
     runs = []
     for n in range(n_runs):
         run = RunInfo(
-            f"run-{n}", TEST, SERIES, {}, f"{n:040x}", "main", str(n), "1", None, start + timedelta(days=n), True,
-            "bench",
+            f"run-{n}", TEST, SERIES, {}, f"{n:040x}", "main", str(n), "1", None, start + timedelta(days=n),
+            True, "bench",
         )  # fmt: skip
         points = {
             spec: PointColumns(

@@ -86,8 +86,8 @@ def test_a_name_pattern_gives_run_id_and_commit(tmp_path: Path) -> None:
     write_record(records / "run-42.c0ffee1.2024-07-01.jsonl", {"rollout/raw_reward": [(0, 0.2), (1, 0.5)]})
     db = f"sqlite:///{tmp_path / 'h.db'}"
     pattern = r"run-(?P<run_id>\d+)"
-    result = run_cli("import", "--gates", gates, "--test", TEST, records, "--db", db, "--name-pattern", pattern,
-                     "--start", "2024-07-01")  # fmt: skip
+    result = run_cli("import", "--gates", gates, "--test", TEST, records, "--db", db,
+                     "--name-pattern", pattern, "--start", "2024-07-01")  # fmt: skip
     assert result.code == 0, result.err
     assert stored_runs(db) == [("42", None, "2024-07-01")]
     wrong = run_cli("import", "--gates", gates, "--test", TEST, records, "--db", db, "--name-pattern", "x(")

@@ -40,11 +40,12 @@ def test_a_misspelt_one_liner_shows_with_the_files_schema_errors(gates: Path) ->
         gates, "t.yaml", "test: t.py\ngates:\n  train/grad_nrom:\n  rollout/raw_reward:\n    steps: al\n"
     )
     assert out == [
-        "gates/t.yaml:3:3: error: gates.train/grad_nrom: `train/grad_nrom` is a one-liner but no base file has "
-        "defaults for it (searched: gates/base.yaml)",
+        "gates/t.yaml:3:3: error: gates.train/grad_nrom: `train/grad_nrom` is a one-liner but no base file "
+        "has defaults for it (searched: gates/base.yaml)",
         "  hint: did you mean `train/grad_norm`? (a default of the base files); else write `steps:` and "
         "`constraint:` for it, or add `train/grad_nrom:` under `defaults:` in gates/base.yaml",
-        "gates/t.yaml:5:12: error: gates.rollout/raw_reward.steps: must be `all`, `last` or a list of steps, got 'al'",
+        "gates/t.yaml:5:12: error: gates.rollout/raw_reward.steps: must be `all`, `last` or a list of steps, "
+        "got 'al'",
         "  hint: did you mean `all`? write `all`, `last`, or a list of logged steps such as [0, 100, 199]",
     ]
 
@@ -52,8 +53,8 @@ def test_a_misspelt_one_liner_shows_with_the_files_schema_errors(gates: Path) ->
 def test_an_enum_value_gets_the_value_it_most_likely_meant(gates: Path) -> None:
     out = lint(gates, "t.yaml", "test: t.py\ngates:\n  rollout/raw_reward:\n    constraint: {budget: dwn}\n")
     assert out == [
-        "gates/t.yaml:4:26: error: gates.rollout/raw_reward.constraint.budget: must be 'up', 'down' or 'both', "
-        "got the string 'dwn'",
+        "gates/t.yaml:4:26: error: gates.rollout/raw_reward.constraint.budget: must be 'up', 'down' or "
+        "'both', got the string 'dwn'",
         "  hint: did you mean `down`?",
     ]
 

@@ -29,8 +29,8 @@ def test_an_unknown_remote_branch_gets_a_fetch_that_makes_it(
     other = run_cli("diff", "--base", "origin/main")
     assert "origin/origin" not in other.err
     assert (
-        "`origin` is not a remote of this clone (remotes: upstream): `git fetch --depth=1 upstream main`, then pass `--base upstream/main`"
-        in other.err
+        "`origin` is not a remote of this clone (remotes: upstream): `git fetch --depth=1 upstream main`, "
+        "then pass `--base upstream/main`" in other.err
     )
 
 
