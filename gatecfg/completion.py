@@ -50,7 +50,7 @@ def _option(action: argparse.Action) -> Option:
 def _one_line(text: str | None) -> str:
     if not text or text == argparse.SUPPRESS:
         return ""
-    first = " ".join(re.split(r"(?<=[.;])\s", text.replace("%%", "%"), maxsplit=1)[0].split())
+    first = " ".join(re.split(r"(?<=[.;])\s", text.replace("%%", "%"), maxsplit=1)[0].split()).rstrip(";")
     return first if len(first) <= 80 else first[:77].rsplit(" ", 1)[0] + "..."
 
 
@@ -121,9 +121,14 @@ def _bash(top: list[Option], found: list[Command]) -> str:
     return "\n".join(lines)
 
 
+def _zsh_quoted(text: str) -> str:
+    """Inside a single-quoted zsh word."""
+    return text.replace("'", "'\\''")
+
+
 def _zsh_text(text: str) -> str:
     """Inside a single-quoted zsh word and an _arguments description: quote, brackets and colons."""
-    return text.replace("'", "'\\''").replace("[", "\\[").replace("]", "\\]").replace(":", "\\:")
+    return _zsh_quoted(text).replace("[", "\\[").replace("]", "\\]").replace(":", "\\:")
 
 
 def _zsh_action(option: Option) -> str:
@@ -149,7 +154,8 @@ def _zsh(top: list[Option], found: list[Command]) -> str:
         f"_{PROG}() {{",
         "    local -a commands",
         "    commands=(",
-        *[f"        '{c.name}:{_zsh_text(c.help)}'" for c in found],
+        # _describe splits each entry at its first colon: only the quote needs escaping in the text.
+        *[f"        '{c.name}:{_zsh_quoted(c.help)}'" for c in found],
         "    )",
         "    local curcontext=$curcontext state line",
         "    _arguments -C \\",

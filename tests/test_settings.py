@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
-from rekey_helpers import GSM8K, git, make_repo, seed_nightlies
+from rekey_helpers import (
+    GSM8K,
+    RAW_REWARD_DEFAULT,
+    RAW_REWARD_EDITED,
+    edit,
+    git,
+    make_repo,
+    seed_nightlies,
+)
 from test_evaluate_cli import TEST, write_gates, write_record
 
 from gatecfg import settings
@@ -153,34 +161,35 @@ def test_a_bad_settings_file_is_exit_2_naming_the_file(project: Path, text: str,
     assert message in result.err
 
 
-def test_diff_reads_the_store_the_settings_file_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without --db or GATECFG_DB_URL, `diff` counts the orphans in the store the settings name."""
-    repo = make_repo(tmp_path / "repo")
-    monkeypatch.chdir(repo)
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository of the project's gates, the working directory, with no store named anywhere."""
+    root = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(root)
     monkeypatch.delenv(settings.DB_ENV, raising=False)
-    db = f"sqlite:///{repo / 'history.db'}"
-    seed_nightlies(repo, db)
+    return root
+
+
+def rekey(repo: Path) -> None:
+    """The working tree's edit that re-keys the gsm8k test's raw_reward (a constraint-only change)."""
+    edit(repo / "gates" / "base.yaml", RAW_REWARD_DEFAULT, RAW_REWARD_EDITED)
+
+
+def test_diff_reads_the_store_the_settings_file_names(repo: Path) -> None:
+    """Without --db or GATECFG_DB_URL, `diff` counts the orphans in the store the settings name."""
+    seed_nightlies(repo, f"sqlite:///{repo / 'history.db'}")
     (repo / ".gatecfg.toml").write_text('db = "history.db"\n', encoding="utf-8")
-    path = repo / "gates" / "base.yaml"
-    path.write_text(path.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"), encoding="utf-8")
+    rekey(repo)
     result = run_cli("diff", "--base", "main")
     assert result.code == 0, result.err
     assert f"{GSM8K}: rollout/raw_reward" in result.out
     assert "stored values orphaned" in result.out
 
 
-def test_diff_counts_in_the_default_store_when_it_exists(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    repo = make_repo(tmp_path / "repo")
-    monkeypatch.chdir(repo)
-    monkeypatch.delenv(settings.DB_ENV, raising=False)
-    path = repo / "gates" / "base.yaml"
-    path.write_text(path.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"), encoding="utf-8")
+def test_diff_counts_in_the_default_store_when_it_exists(repo: Path) -> None:
+    rekey(repo)
     assert "orphaned" not in run_cli("diff", "--base", "main").out  # no store: no counts, no error
     git(repo, "checkout", "gates")
     seed_nightlies(repo, settings.DEFAULT_DB)
-    path.write_text(path.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"), encoding="utf-8")
+    rekey(repo)
     assert "stored values orphaned" in run_cli("diff", "--base", "main").out
