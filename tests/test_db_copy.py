@@ -48,6 +48,22 @@ def test_status_shows_revision_runs_values_and_size(source: tuple[Path, str]) ->
     assert " KiB" in result.out
 
 
+def test_status_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    result = run_cli("db", "status", "--db", tmp_path / "none.db")
+    assert result.code == 3
+    assert "no history store at this URL: the file does not exist (nothing was created)" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_status_of_a_database_without_the_schema_says_so(store_url: str) -> None:
+    if store_url.startswith("sqlite"):
+        pytest.skip("an empty SQLite file is no store (the test above)")
+    result = run_cli("db", "status", "--db", store_url)
+    assert result.code == 0, result.err
+    assert "schema revision  none (no gatecfg schema: `gatecfg db upgrade` creates it)" in result.out
+    assert "runs             0" in result.out
+
+
 def test_copy_holds_every_row_and_judges_alike_then_takes_new_runs(
     source: tuple[Path, str], store_url: str, tmp_path: Path
 ) -> None:

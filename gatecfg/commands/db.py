@@ -18,8 +18,8 @@ def upgrade(*, db: str) -> int:
 
 
 def status(*, db: str) -> int:
-    # Read as it is: a status must not migrate the store it describes.
-    with Store.open(db, check_schema=False) as store:
+    # Read as it is: a status must not migrate, nor create, the store it describes.
+    with Store.open(db, check_schema=False, exists=True) as store:
         found = store.inventory()
     revision = found.revision or "none (no gatecfg schema: `gatecfg db upgrade` creates it)"
     behind = "" if found.revision in (None, SCHEMA_REVISION) else f" (this gatecfg needs {SCHEMA_REVISION})"

@@ -63,7 +63,9 @@ class Store:
         self.url = url
 
     @classmethod
-    def open(cls, url: str, *, check_schema: bool = True, create: bool = False) -> Store:
+    def open(
+        cls, url: str, *, check_schema: bool = True, create: bool = False, exists: bool = False
+    ) -> Store:
         """Connect and make sure the schema is current.
 
         A store that does not exist is an error (exit 3) unless `create`: a mistyped URL must never turn
@@ -71,10 +73,10 @@ class Store:
         `import`), a SQLite store is created and migrated on first use. A PostgreSQL store without the
         current schema is an error either way: the CI role should not need DDL rights, `gatecfg db upgrade`
         applies them. `check_schema=False` is for that command, which opens a store in order to create or
-        upgrade it.
+        upgrade it; with `exists` too (`db status`), a SQLite file must exist all the same.
         """
         parsed = parse_url(url)
-        if check_schema and not create:
+        if (check_schema and not create) or exists:
             _require_file(parsed)
         store = cls(create_engine(parsed), redact(parsed))
         try:

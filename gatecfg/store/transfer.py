@@ -53,8 +53,11 @@ def inventory(conn: Connection, database: str | None) -> Inventory:
         revision = conn.execute(
             sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
         ).scalar()
+    # A database without gatecfg's schema (a new PostgreSQL one) holds no rows of it.
     counts = {
-        table.name: int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+        table.name: 0
+        if revision is None
+        else int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
         for table in TABLES
     }
     if conn.dialect.name == "postgresql":
