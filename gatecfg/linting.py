@@ -78,7 +78,8 @@ def _budget_hint(gate: ResolvedGate, budget: float) -> str:
         return (
             f"a budget gate fails a clean night with probability `false_alarm` ({gate.false_alarm:g}, from "
             f"{gate.sources['false_alarm']}): write `false_alarm: {budget:g}` on the gate (or in "
-            "`policy:`), give `trials:` for a share of counts, or track it (`constraint: null`)"
+            "`policy:`), add `min_change:` to its constraint when smaller changes do not matter (re-keys), "
+            "give `trials:` for a share of counts, or track it (`constraint: null`)"
         )
     return (
         "widen the band (sigma_down/sigma_up, rel_*), tolerate a few steps (`tolerate:`), or track it "

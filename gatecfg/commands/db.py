@@ -7,7 +7,7 @@ import time
 
 from gatecfg.errors import EXIT_OK
 from gatecfg.store import Store
-from gatecfg.store.direct import SCHEMA_REVISION
+from gatecfg.store.facts import SCHEMA_REVISION
 
 
 def upgrade(*, db: str) -> int:

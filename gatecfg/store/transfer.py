@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from gatecfg.errors import StoreError
-from gatecfg.store.direct import VERSION_TABLE
+from gatecfg.store.facts import VERSION_TABLE
 from gatecfg.store.rows import PointColumns
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.writes import Chunk, insert_points
