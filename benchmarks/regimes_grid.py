@@ -250,7 +250,8 @@ def main() -> None:
         "--line-factor",
         type=float,
         default=1.0,
-        help="benchmark only: multiply the line's price by this (the trade-off table in docs/benchmarks/regimes.md)",
+        help="benchmark only: multiply the line's price by this (the trade-off table in "
+        "docs/benchmarks/regimes.md)",
     )
     args = parser.parse_args()
     if (args.line_price, args.line_factor) != ("mbic", 1.0):
