@@ -176,7 +176,7 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
         return f"must be a finite number, got {got}", None
     if kind == "steps":
         close = did_you_mean(value, ("all", "last")) if isinstance(value, str) else None
-        return err["msg"], f"{close} {STEPS_HINT}" if close else STEPS_HINT
+        return err["msg"], f"{close} ({STEPS_HINT})" if close else STEPS_HINT
     if kind == "null_field":
         return err["msg"], _NULL_HINTS.get(str(ctx.get("name")), "remove the line to inherit the default")
     if kind == "string_too_short":

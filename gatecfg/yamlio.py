@@ -314,7 +314,10 @@ def _colon_hint(text: str, line: int) -> str:
         return f"line {number} `{content}` has no colon: write `{key}:`" + (
             f" before its value (`{key}: {content[len(key) :].strip()}`)" if content != key else ""
         )
-    return 'quote a value that contains `: `, e.g. `reason: "a: b"`'
+    key, sep, value = lines[line - 1].strip().partition(": ") if 0 < line <= len(lines) else ("", "", "")
+    if sep and value and '"' not in value and not value.startswith(("'", "#")):
+        return f'quote a value that contains `: `: `{key}: "{value}"`'
+    return "quote a value that contains `: `"
 
 
 class _Resolver(VersionedResolver):

@@ -46,7 +46,7 @@ def test_a_misspelt_one_liner_shows_with_the_files_schema_errors(gates: Path) ->
         "`constraint:` for it, or add `train/grad_nrom:` under `defaults:` in gates/base.yaml",
         "gates/t.yaml:5:12: error: gates.rollout/raw_reward.steps: must be `all`, `last` or a list of steps, "
         "got 'al'",
-        "  hint: did you mean `all`? write `all`, `last`, or a list of logged steps such as [0, 100, 199]",
+        "  hint: did you mean `all`? (write `all`, `last`, or a list of logged steps such as [0, 100, 199])",
     ]
 
 
@@ -81,7 +81,7 @@ def test_a_one_liner_far_from_every_default_gets_no_guess(gates: Path) -> None:
         ),
         pytest.param(
             "test: t.py\ngates:\n  train/grad_norm:\n    reason: a: b\n",
-            '  hint: quote a value that contains `: `, e.g. `reason: "a: b"`',
+            '  hint: quote a value that contains `: `: `reason: "a: b"`',
             id="value-with-a-colon",
         ),
     ],
