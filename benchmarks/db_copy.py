@@ -20,13 +20,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store, transfer
 
 GATES = 40
 STEPS = 1000
 TEST = "tests/e2e/bench.py"
 SERIES = '{"labels":{},"test":"tests/e2e/bench.py"}'
-TABLES = ("runs", "coordinates", "run_coordinates", "carries", "metric_points")
+TABLES = [table.name for table in transfer.TABLES]
 
 
 def main() -> None:

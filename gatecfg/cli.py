@@ -159,8 +159,32 @@ def build_parser() -> Parser:
         chosen.add_argument("--run-id", help="one run")
         chosen.add_argument("--commit", help="every run of a commit")
         chosen.add_argument("--ci-run-id", help="every run of a CI run (all tests, all attempts)")
+        p.add_argument(
+            "--metric",
+            help="only this metric's values of those runs (its gate's baseline); the run's other gates "
+            "keep their trust",
+        )
         p.add_argument("--reason", help="kept with the run, shown by `gatecfg history`")
         db_option(p)
+
+    p = add(
+        sub,
+        "shifts",
+        "List the sustained shifts evaluate followed as new baselines (policy.accept_shift_after); undo one.",
+        "gatecfg shifts --undo 3 --reason 'the slowdown is a bug, being fixed'",
+        _shifts,
+    )
+    p.add_argument("--test", metavar="T", help="only this test")
+    p.add_argument("--all", action="store_true", dest="everything", help="undone shifts too")
+    p.add_argument(
+        "--undo",
+        type=int,
+        metavar="N",
+        help="undo shift N: its gate's baseline reads the runs before it again, its failing runs leave it",
+    )
+    p.add_argument("--reason", help="kept with the undo, shown by `gatecfg shifts --all`")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    db_option(p)
 
     p = add(
         sub,
@@ -234,7 +258,21 @@ def _trust(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         commit=args.commit,
         ci_run_id=args.ci_run_id,
+        metric=args.metric,
         reason=args.reason,
+    )
+
+
+def _shifts(args: argparse.Namespace) -> int:
+    from gatecfg.commands.shifts import shifts
+
+    return shifts(
+        db=db_url(args.db),
+        test=args.test,
+        everything=args.everything,
+        undo=args.undo,
+        reason=args.reason,
+        fmt=args.format,
     )
 
 

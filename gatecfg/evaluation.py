@@ -6,6 +6,7 @@ and render the `RunReport` it returns; nothing here prints, and nothing here imp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from gatecfg import __version__
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
+from gatecfg.following import follow
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -74,6 +76,19 @@ def run_evaluation(req: Request) -> RunReport:
         )
         required = req.require_history or resolved.policy.require_history
         notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
+        now = datetime.now(UTC)
+        followed = follow(
+            store,
+            results,
+            resolved.policy,
+            run_id=origin.run_id,
+            commit=origin.commit,
+            now=now,
+            has_history=not unseen,
+            writing=req.write,
+        )
+        notes += followed.notes()
+        notes += [f"MISSING STEPS: {r.gate.metric}: {r.missing_text()}" for r in results if r.missing]
         is_trusted = trusted(results)
         stored = False
         if req.write:
@@ -87,12 +102,16 @@ def run_evaluation(req: Request) -> RunReport:
                 ci_run_id=origin.ci_run_id,
                 ci_run_attempt=origin.ci_run_attempt,
                 url=origin.url,
-                created_at=datetime.now(UTC),
+                created_at=now,
                 gate_trusted=is_trusted,
                 written_by=__version__,
                 write_override=req.write_override,
             )
-            stored = store.write_run(info, _points(results, series, test))
+            stored = store.write_run(
+                info, _points(results, series, test), rejoin=followed.rejoin, accept=followed.accept
+            )
+            if not stored:
+                _check_same_series(store, info)
         return RunReport(
             test=test,
             gate_file=resolved.file,
@@ -112,6 +131,8 @@ def run_evaluation(req: Request) -> RunReport:
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
+            shifts=followed.shifts,
+            stale=followed.stale,
         )
 
 
@@ -124,6 +145,22 @@ def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: b
         else "every gate is cold and cannot fail; the first nightly `--write` starts the history"
     )
     return f"NOTICE: no stored history for series {series} in {store}: {consequence}"
+
+
+def _check_same_series(store: DirectStore, run: RunInfo) -> None:
+    """A run id already stored is this run written again (idempotent) only when it is this test's and
+    series': under another, the write would vanish behind exit 0 (`import` refuses the same case)."""
+    other = store.runs_by_id([run.run_id]).get(run.run_id)
+    if other is None or (other.run.test, other.run.series_key) == (run.test, run.series_key):
+        return
+    labels = f" with labels {dict(other.run.labels)}" if other.run.test == run.test else ""
+    raise InputError.at(
+        "--run-id",
+        f"run id `{run.run_id}` is already stored for test `{other.run.test}`{labels}; "
+        "this run was not written",
+        hint="run ids are unique across the store: give each test's nightly its own id "
+        "(e.g. append the test name to the CI run id), or check --test and --series",
+    )
 
 
 def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
@@ -181,7 +218,7 @@ def _points(results: Sequence[GateVerdicts], series: str, test: str) -> dict[Coo
             constraint_key=r.gate.constraint_key,
         )
         # The band alone, not the reason: a nightly stores 40,000 of them.
-        stored = r.stored_columns()
+        stored = dataclasses.replace(r.stored_columns(), gate_trusted=not r.blocks_trust)
         if len(stored):
             points[spec] = stored
     return points

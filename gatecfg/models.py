@@ -35,6 +35,8 @@ MAX_NAME_BYTES = 512
 # Policy values: the centre of the band, and which stored runs form it.
 Reference = Literal["mean", "median"]
 Baseline = Literal["trusted", "nightly"]
+# What a gate does about steps its baseline holds and tonight's run did not log (a crash, a rename).
+Missing = Literal["fail", "warn", "ignore"]
 # The harmful directions of a budget rule.
 Direction = Literal["up", "down", "both"]
 
@@ -435,6 +437,17 @@ class Policy(_Model):
     # The share of clean nights a `budget` gate may fail, whatever the number of steps it judges.
     false_alarm: Annotated[FalseAlarm | None, NotNull, NotNullSchema] = None
     write: Annotated[WritePolicy | None, NotNull, NotNullSchema] = None
+    # After a gate has failed this many nightlies in a row in one direction, on a new level the change
+    # test confirms, the new level becomes its baseline (recorded in the store; `gatecfg shifts` lists and
+    # undoes it). `never`: a failing night never rejoins its baseline, by itself (the behaviour before).
+    accept_shift_after: Annotated[
+        Annotated[int, Field(ge=1)] | Literal["never"] | None, NotNull, NotNullSchema
+    ] = None
+    # Warn when a gate has kept every value out of its baseline (or stayed cold) for this many nightlies.
+    stale_after: Annotated[Annotated[int, Field(ge=1)] | None, NotNull, NotNullSchema] = None
+    # Steps the baseline holds and the run lacks: `fail` (status `missing`, a failure), `warn` (reported,
+    # not failing), `ignore`.
+    missing: Annotated[Missing | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):

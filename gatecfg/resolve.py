@@ -37,6 +37,7 @@ from gatecfg.models import (
     GateFile,
     GateSpec,
     Limits,
+    Missing,
     Reference,
     Rule,
     Steps,
@@ -57,6 +58,9 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "require_history": False,
     "false_alarm": 0.01,
     "write": None,
+    "accept_shift_after": 5,
+    "stale_after": 5,
+    "missing": "fail",
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials", "false_alarm")
 
@@ -95,6 +99,9 @@ class Policy:
     require_history: bool = False
     false_alarm: float = BUILTIN_POLICY["false_alarm"]
     write: WritePolicy | None = None  # None: the CI's default branch, no pull requests
+    accept_shift_after: int | None = BUILTIN_POLICY["accept_shift_after"]  # None: `never`
+    stale_after: int = BUILTIN_POLICY["stale_after"]
+    missing: Missing = BUILTIN_POLICY["missing"]
 
 
 @dataclass(frozen=True)
@@ -619,4 +626,7 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         require_history=values["require_history"],
         false_alarm=values["false_alarm"],
         write=values["write"],
+        accept_shift_after=None if values["accept_shift_after"] == "never" else values["accept_shift_after"],
+        stale_after=values["stale_after"],
+        missing=values["missing"],
     )

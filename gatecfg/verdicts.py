@@ -26,13 +26,14 @@ from gatecfg.band import (
 from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import Selected, Selection
+from gatecfg.select import Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
-Status = Literal["pass", "fail", "tracked", "cold", "error"]
-# Reports list the statuses a reader must act on first.
-STATUS_ORDER: Mapping[str, int] = {"error": 0, "fail": 1, "cold": 2, "pass": 3, "tracked": 4}
+Status = Literal["pass", "fail", "tracked", "cold", "error", "missing"]
+# Reports list the statuses a reader must act on first. `missing` is a gate's: steps its baseline holds
+# that the run did not log (they have no verdict of their own).
+STATUS_ORDER: Mapping[str, int] = {"error": 0, "missing": 1, "fail": 2, "cold": 3, "pass": 4, "tracked": 5}
 # ref, lo and hi of every step (NaN: none).
 Bands = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -242,6 +243,11 @@ class GateVerdicts(Sequence[Verdict]):
         self.tolerated = tolerates(gate, failing=self.failing, judged=self.judged)
         self._verdicts: list[Verdict | None] = [None] * len(self.codes)
         self._bands: list[Band | None] = [None] * len(self.codes)  # a nightly stores them, then reports
+        # Steps the baseline holds that the run did not log (a crash, a truncated run, a renamed metric).
+        self.missing: tuple[int, ...] = ()
+        if gate.gated and policy.missing != "ignore" and window is not None and not self._aligned:
+            logged = set(selection.steps)
+            self.missing = tuple(step for step in window.steps if step not in logged)
 
     @functools.cached_property
     def statuses(self) -> tuple[Status, ...]:
@@ -357,16 +363,32 @@ class GateVerdicts(Sequence[Verdict]):
 
     @property
     def status(self) -> Status:
-        """The gate's status: the worst of its steps, a tolerated failing step counting as a pass."""
-        counted = [s for s in self.counts if not (s == "fail" and self.tolerated)]
+        """The gate's status: the worst of its steps, a tolerated failing step counting as a pass; and
+        `missing` when the run lacks steps its baseline holds."""
+        counted: list[Status] = [s for s in self.counts if not (s == "fail" and self.tolerated)]
         if len(counted) < len(self.counts):
             counted.append("pass")
+        if self.missing:
+            counted.append("missing")
         return min(counted, key=STATUS_ORDER.__getitem__)
 
     @property
     def blocking(self) -> int:
-        """Steps that failed or errored and that `tolerate` does not absorb."""
-        return self.counts["error"] + (0 if self.tolerated else self.failing)
+        """Steps that failed or errored and that `tolerate` does not absorb, and (`policy.missing: fail`)
+        the steps the run lacks."""
+        missing = len(self.missing) if self.policy.missing == "fail" else 0
+        return self.counts["error"] + missing + (0 if self.tolerated else self.failing)
+
+    def missing_text(self) -> str | None:
+        """`steps 10-49 not logged; the last 20 nightlies logged 0-49`, when steps are missing."""
+        if not self.missing or self.window is None:
+            return None
+        nights = int(self.window.counts.max())
+        plural = "s" * (len(self.missing) != 1)
+        return (
+            f"step{plural} {step_ranges(self.missing)} not logged; the last {nights} nightl"
+            f"{'ies' if nights != 1 else 'y'} logged {step_ranges(self.window.steps)}"
+        )
 
     @property
     def blocks_trust(self) -> bool:
@@ -385,6 +407,8 @@ class GateVerdicts(Sequence[Verdict]):
             return None
         if self.ruled is not None and self.ruled.problem is not None:
             return f"its baseline cannot be judged against ({self.ruled.problem})"
+        if self.missing and self.policy.missing == "fail" and not self.counts["error"] and not self.failing:
+            return f"the run stopped early or lost steps: {self.missing_text()}"
         if self.counts["error"]:
             first = next(self.where("error"))
             errors = self.counts["error"]

@@ -11,7 +11,10 @@ import pytest
 from helpers import count, run_cli
 from test_evaluate_cli import TEST, seed_nightlies, write_gates, write_record
 
-TABLES = ("runs", "coordinates", "run_coordinates", "metric_points", "carries")
+from gatecfg.store import transfer
+from gatecfg.store.facts import SCHEMA_REVISION
+
+TABLES = [table.name for table in transfer.TABLES]
 
 
 @pytest.fixture
@@ -42,7 +45,7 @@ def test_status_shows_revision_runs_values_and_size(source: tuple[Path, str]) ->
     _, db = source
     result = run_cli("db", "status", "--db", db)
     assert result.code == 0, result.err
-    assert "schema revision  0004" in result.out
+    assert f"schema revision  {SCHEMA_REVISION}\n" in result.out
     assert "runs             20" in result.out
     assert "values           40 at 1 coordinate(s)" in result.out
     assert " KiB" in result.out
@@ -91,7 +94,10 @@ def test_copy_refuses_a_non_empty_target_unless_replace(source: tuple[Path, str]
     run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", target, "--write")
     refused = run_cli("db", "copy", "--from", db, "--to", target)
     assert refused.code == 3
-    assert f"{target}: error: the target store is not empty (1 runs, 1 coordinates" in refused.err
+    assert (
+        f"{target}: error: the target store is not empty (1 coordinates, 1 runs, 1 run_coordinates"
+        in refused.err
+    )
     assert "hint: copy into an empty store, or pass --replace" in refused.err
     assert counts(target)["runs"] == 1
     replaced = run_cli("db", "copy", "--from", db, "--to", target, "--replace")

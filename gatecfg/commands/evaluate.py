@@ -11,6 +11,7 @@ from typing import TextIO
 from gatecfg.escape import terminal
 from gatecfg.rekey import RekeyWarning
 from gatecfg.report import Output, RunReport, render
+from gatecfg.shifts import Shift
 from gatecfg.textio import check_writable, write_text
 
 BANNER_WIDTH = 78
@@ -35,6 +36,18 @@ def banner(warnings: Sequence[RekeyWarning]) -> str:
     return "\n".join(body)
 
 
+def shift_banner(shifts: Sequence[Shift]) -> str:
+    """The stderr banner of sustained shifts: a gate failing night after night on a new level."""
+    line = "!" * BANNER_WIDTH
+    body = [line, f"!!  SHIFT: {len(shifts)} gate(s) sit on a new level night after night", line]
+    for s in shifts:
+        body.append(f"!!  {terminal(s.describe())}")
+        if s.accepted:
+            body.append("!!    undo with `gatecfg shifts --undo N` (N: `gatecfg shifts` lists it)")
+    body.append(line)
+    return "\n".join(body)
+
+
 def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
     """Check every file the command will write, before the run is evaluated and stored (a typo in
     --output must not fail the job after the run went into history); open the step summary."""
@@ -48,6 +61,8 @@ def print_report(report: RunReport, outputs: Sequence[Output], summary: TextIO |
     """The banner, the reports and the step summary of an evaluation; returns its exit code."""
     for note in report.notes:
         print(f"gatecfg evaluate: {terminal(note)}", file=sys.stderr)
+    if report.shifts:
+        print(shift_banner(report.shifts), file=sys.stderr)
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:

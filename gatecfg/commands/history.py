@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gatecfg.band import Band, fmt
+from gatecfg.commands.shifts import describe
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
 from gatecfg.store import HistoryRow, Store
@@ -28,6 +29,11 @@ def history(
     with Store.open(db) as store:
         rows = store.history(test=test, metric=metric, step=step, series_key=series, limit=limit)
         carries = [c for c in store.carries(test=test, metric=metric) if series in (None, c.series_key)]
+        shifted = [
+            s
+            for s in store.shifts(test=test, active=False)
+            if s.metric == metric and series in (None, s.series_key)
+        ]
     if fmt_name == "json":
         into: dict[str, list[str]] = {}
         for c in carries:
@@ -46,6 +52,11 @@ def history(
         print(_table(rows, limit))
     if carries:
         print(_carries(carries))
+    if shifted:
+        lines = [
+            "accepted shifts (`gatecfg shifts`): the baseline of the key starts at the shift's first run"
+        ]
+        print("\n".join(lines + [f"  {describe(s)}" for s in shifted]))
     return EXIT_OK
 
 

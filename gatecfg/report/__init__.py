@@ -15,6 +15,7 @@ from gatecfg.report.labels import band_label, role, step_label, step_reason
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
+    from gatecfg.shifts import Shift, Stale
     from gatecfg.verdicts import GateVerdicts, Verdict
 
 __all__ = [
@@ -64,6 +65,8 @@ class RunReport:
     store: str
     enforce_disabled: bool = False
     notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
+    shifts: Sequence[Shift] = field(default_factory=tuple)  # sustained shifts tonight continues or accepts
+    stale: Sequence[Stale] = field(default_factory=tuple)  # baselines that took no value for N nightlies
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:

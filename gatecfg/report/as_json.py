@@ -12,6 +12,7 @@ from gatecfg.verdicts import GateVerdicts, Verdict
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
+    from gatecfg.shifts import Shift, Stale
 
 SCHEMA_VERSION = 1
 
@@ -56,6 +57,36 @@ def outcome_json(o: GateVerdicts) -> dict[str, Any]:
         "allowed": o.allowed,
         "reason": o.reason,
         "why": o.why,
+        "missing": None
+        if not o.missing
+        else {"steps": list(o.missing), "policy": o.policy.missing, "message": o.missing_text()},
+    }
+
+
+def shift_json(s: Shift) -> dict[str, Any]:
+    return {
+        "status": "accepted" if s.accepted else "shifted",
+        "metric": s.metric,
+        "coordinate": s.coordinate,
+        "first_run_id": s.first_run_id,
+        "commit": s.commit,
+        "direction": s.direction,
+        "size": tidy(s.size),
+        "nightlies": s.nightlies,
+        "accept_shift_after": s.accept_after,
+        "message": s.describe(),
+    }
+
+
+def stale_json(s: Stale) -> dict[str, Any]:
+    return {
+        "metric": s.metric,
+        "nightlies": s.nightlies,
+        "since_run_id": s.since_run_id,
+        "since_commit": s.since_commit,
+        "causes": list(s.causes),
+        "command": s.command,
+        "message": s.describe(),
     }
 
 
@@ -84,6 +115,8 @@ def document(report: RunReport) -> dict[str, Any]:
         "verdicts": [verdict_json(v) for v in report.verdicts],
         "gates": [outcome_json(o) for o in report.results],
         "warnings": [w.as_json() for w in report.warnings],
+        "shifts": [shift_json(s) for s in report.shifts],
+        "stale": [stale_json(s) for s in report.stale],
         "exit_code": report.exit_code,
     }
 

@@ -48,6 +48,11 @@ def render_junit(report: RunReport) -> str:
                 case, kind, message=f"{len(failing)} of {len(group)} steps {kind}: {failing[0].reason}"
             )
             node.text = "\n".join(lines)
+        elif result.missing and result.fails_job:
+            # Steps the run never logged: no step verdict fails, the gate does (a crashed run).
+            failures += 1
+            node = ET.SubElement(case, "failure", message=f"missing steps: {result.missing_text()}")
+            node.text = "\n".join(lines)
         elif status == "cold" and all(v.status == "cold" for v in group):
             skipped += 1
             ET.SubElement(case, "skipped", message=group[0].reason)

@@ -13,7 +13,7 @@ from gatecfg.verdicts import Status, Verdict
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
 
-ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
+ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈", "missing": "🕳️"}
 DETAIL_ROWS = 50
 
 

@@ -144,7 +144,16 @@ def _verdict_line(report: RunReport) -> str:
     if run.already_stored:
         stored = f"run {run.run_id} was already stored: nothing written"
     elif run.written:
-        stored = f"run written as {'trusted' if run.trusted else 'UNTRUSTED (kept out of baselines)'}"
+        out = [r.gate.metric for r in results if r.blocks_trust]
+        # Trust is per gate: a failing gate keeps only its own values out of its own baseline.
+        stored = (
+            "run written as trusted"
+            if not out
+            else (
+                f"run written; kept out of their own baselines: {', '.join(out[:3])}"
+                + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+            )
+        )
     else:
         stored = "not written (pass --write on nightlies)"
     within = f"{tolerated} failing within tolerate · " if tolerated else ""

@@ -170,7 +170,11 @@ def _newest_runs(
     other_steps = (
         sa.select(run_coordinates.c.coordinate_pk)
         .distinct()
-        .select_from(run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk))
+        .select_from(
+            run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk).join(
+                coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk
+            )
+        )
         .where(
             sa.or_(*(_other_digests(windows[coordinate]) for coordinate in uncertain)),
             *run_criteria(baseline, exclude_run_id),

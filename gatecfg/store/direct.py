@@ -36,6 +36,7 @@ from gatecfg.store.rows import (
     CoordinateSummary,
     HistoryRow,
     RunInfo,
+    RunRow,
     history_row,
 )
 from gatecfg.store.sqlite_reads import STATEMENTS
@@ -51,6 +52,7 @@ from gatecfg.store.windowing import (
 from gatecfg.windows import Baselines, Window
 
 if TYPE_CHECKING:
+    from gatecfg.shifts import Recent, Shift
     from gatecfg.store.store import Store
     from gatecfg.store.writes import Points
 
@@ -164,9 +166,21 @@ class DirectStore(StoreReads):
             for row in rows
         ]
 
-    def write_run(self, run: RunInfo, points: Points) -> bool:
+    def write_run(
+        self, run: RunInfo, points: Points, *, rejoin: Sequence[str] = (), accept: Sequence[Shift] = ()
+    ) -> bool:
         """As `Store.write_run`."""
-        return self._full().write_run(run, points)
+        return self._full().write_run(run, points, rejoin=rejoin, accept=accept)
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]:
+        """As `Store.recent` (asked only for gates that fail or stay cold tonight)."""
+        return self._full().recent(coordinates, depth=depth, exclude_run_id=exclude_run_id)
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """As `Store.runs_by_id` (asked only when a write found its run id stored)."""
+        return self._full().runs_by_id(run_ids)
 
     def _full(self) -> Store:
         if self._store is None:

@@ -268,7 +268,7 @@ def _ranked(members: Mapping[str, Sequence[str]], baseline: Baseline, exclude_ru
             .join(run_coordinates, run_coordinates.c.coordinate_pk == coordinates.c.pk)
             .join(runs, runs.c.pk == run_coordinates.c.run_pk)
         )
-        .where(qualifies(baseline))
+        .where(qualifies(baseline, pairs.c.target))
     )
     if exclude_run_id is not None:
         query = query.where(runs.c.run_id != exclude_run_id)

@@ -56,6 +56,9 @@ class PointColumns:
     refs: Sequence[float | None]
     los: Sequence[float | None]
     his: Sequence[float | None]
+    # The gate's own trust of these values (its verdict: it neither failed nor errored); None where
+    # only the run's trust is known (an import), which then counts for the gate too.
+    gate_trusted: bool | None = None
 
     @classmethod
     def of_points(cls, points: Sequence[StoredPoint]) -> PointColumns:

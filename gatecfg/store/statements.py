@@ -28,25 +28,52 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from gatecfg.store.rows import Baseline
-from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs, shifts
 
-# Effective trust: an explicit trust/untrust wins over the verdict the run got when it was written.
+# Effective trust of a run: an explicit trust/untrust wins over the verdict the run got when it was written.
 TRUSTED = sa.func.coalesce(runs.c.trust_override, runs.c.gate_trusted)
+# Effective trust of one gate's values in a run (a run_coordinates row): a hand override of the gate wins,
+# then one of the whole run; then a failed value that rejoined the baseline (the gate passed later, or an
+# accepted shift); then the gate's own verdict when written; rows written before revision 0005 have none,
+# and the run's verdict counts, as it did.
+GATE_TRUSTED = sa.func.coalesce(
+    run_coordinates.c.trust_override,
+    runs.c.trust_override,
+    sa.case((run_coordinates.c.rejoined.is_not(None), sa.true())),
+    run_coordinates.c.gate_trusted,
+    runs.c.gate_trusted,
+)
 NEWEST_FIRST = (runs.c.created_at.desc(), runs.c.pk.desc())
 # Excludes NULL (NaN) and infinities, which no band can be built from.
 FINITE = metric_points.c.value.between(-sys.float_info.max, sys.float_info.max)
 ACTIVE_CARRY = carries.c.undone_at.is_(None)
 
 
-def qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
-    """Runs whose values form baselines: `trusted` ones, or for `nightly` every run not untrusted by hand."""
-    trust = TRUSTED if baseline == "trusted" else sa.func.coalesce(runs.c.trust_override, sa.true())
-    return trust.is_(True)
+def qualifies(baseline: Baseline, coordinate: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """Run coordinates whose values form the baseline of `coordinate` (the hash the query correlates to):
+    `trusted` ones (per gate, `GATE_TRUSTED`), or for `nightly` every one not untrusted by hand; and none
+    older than the first run of an accepted shift of that coordinate (`shifts`)."""
+    if baseline == "trusted":
+        trust = GATE_TRUSTED
+    else:
+        trust = sa.func.coalesce(run_coordinates.c.trust_override, runs.c.trust_override, sa.true())
+    before_shift = (
+        sa.select(shifts.c.pk)
+        .where(
+            shifts.c.coordinate == coordinate,
+            shifts.c.undone_at.is_(None),
+            shifts.c.first_created_at > runs.c.created_at,
+        )
+        .correlate_except(shifts)
+        .exists()
+    )
+    return sa.and_(trust.is_(True), ~before_shift)
 
 
 def run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
-    """The runs a baseline reads: qualifying ones, other than the run being judged."""
-    criteria = [qualifies(baseline)]
+    """The run coordinates a baseline reads (a query with `coordinates` in its FROM, or correlated to it):
+    qualifying ones, other than the run being judged."""
+    criteria = [qualifies(baseline, coordinates.c.coordinate)]
     if exclude_run_id is not None:
         criteria.append(runs.c.run_id != sa.bindparam("exclude_run_id", exclude_run_id))
     return criteria
@@ -158,7 +185,7 @@ def has_runs(series_key: str, exclude_run_id: str | None) -> sa.Select[Any]:
 
 def summaries_query() -> sa.Select[Any]:
     """Stored coordinates with their amount of history, most recently written first; callers add a WHERE."""
-    trusted_values = sa.case((TRUSTED.is_(True), run_coordinates.c.n_values), else_=0)
+    trusted_values = sa.case((GATE_TRUSTED.is_(True), run_coordinates.c.n_values), else_=0)
     last_written = sa.func.max(runs.c.created_at).label("last_written")
     return (
         sa.select(

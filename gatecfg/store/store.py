@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, retention, statements, transfer, writes
+from gatecfg.shifts import Recent, Shift
+from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, transfer, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -118,11 +119,41 @@ class Store(StoreReads):
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
 
-    def write_run(self, run: RunInfo, points: writes.Points) -> bool:
-        """Store a run and all its points at once; False, writing nothing, if the run id is stored."""
+    def write_run(
+        self,
+        run: RunInfo,
+        points: writes.Points,
+        *,
+        rejoin: Sequence[str] = (),
+        accept: Sequence[Shift] = (),
+    ) -> bool:
+        """Store a run and all its points at once; False, writing nothing, if the run id is stored. In the
+        same transaction, the failed values of the `rejoin` coordinates rejoin their baselines, and each
+        shift of `accept` is recorded as accepted (store/follow.py)."""
         with self._errors(f"write run {run.run_id!r} to the history store"), self._writer.begin() as conn:
             [stored] = writes.write_runs(conn, [(run, points)], where=self.url)
+            if stored:
+                follow.rejoin(conn, rejoin)
+                for shift in accept:
+                    follow.accept(conn, shift, series_key=run.series_key, test=run.test, at=run.created_at)
             return stored
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]:
+        """Per coordinate, its newest `depth` runs as its baseline sees them, newest first."""
+        with self._errors("read recent runs from the history store"), self._engine.connect() as conn:
+            return follow.recent(conn, coordinates, depth=depth, exclude_run_id=exclude_run_id)
+
+    def shifts(self, *, test: str | None = None, active: bool = False) -> list[follow.ShiftRow]:
+        """Accepted shifts, newest first (`active`: those not undone)."""
+        with self._errors("read shifts from the history store"), self._engine.connect() as conn:
+            return follow.listed(conn, test=test, active=active)
+
+    def undo_shift(self, pk: int, *, reason: str | None = None) -> bool:
+        """Undo accepted shift `pk`; False when no active shift has that number."""
+        with self._errors("undo a shift in the history store"), self._writer.begin() as conn:
+            return follow.undo(conn, pk, at=datetime.now(UTC), reason=reason)
 
     def write_runs(self, items: Iterable[tuple[RunInfo, writes.Points]]) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
@@ -240,8 +271,11 @@ class Store(StoreReads):
         commit: str | None = None,
         ci_run_id: str | None = None,
         reason: str | None = None,
+        metric: str | None = None,
     ) -> tuple[int, int]:
-        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing."""
+        """Override the trust of the runs one selector picks: (matched, changed). Deletes nothing. With
+        `metric`, only that metric's values in those runs (its gate's baseline): (runs holding it,
+        changed)."""
         selectors = [
             column == value
             for column, value in (
@@ -254,6 +288,10 @@ class Store(StoreReads):
         if len(selectors) != 1:
             raise ValueError("set_trust takes exactly one of run_id, commit and ci_run_id")
         with self._errors("change run trust in the history store"), self._writer.begin() as conn:
+            if metric is not None:
+                return writes.set_metric_trust(
+                    conn, trusted=trusted, selector=selectors[0], metric=metric, reason=reason
+                )
             return writes.set_trust(conn, trusted=trusted, selector=selectors[0], reason=reason)
 
     def history(

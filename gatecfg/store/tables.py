@@ -98,6 +98,14 @@ run_coordinates = sa.Table(
     sa.Column("run_pk", sa.Integer, sa.ForeignKey("runs.pk", ondelete="CASCADE"), primary_key=True),
     sa.Column("n_values", sa.Integer, nullable=False),
     sa.Column("steps_digest", sa.Text, nullable=False),
+    # Trust per gate (revision 0005; NULL on older rows, where the run's trust counts): the gate's own
+    # verdict when written, a `trust`/`untrust --metric` override, and why a failed value later joined
+    # the gate's baseline (`recovered`: the gate passed on a later nightly; `shift N`: accepted shift N).
+    sa.Column("gate_trusted", sa.Boolean),
+    sa.Column("trust_override", sa.Boolean),
+    sa.Column("trust_reason", sa.Text),
+    sa.Column("trust_changed_at", UTCDateTime),
+    sa.Column("rejoined", sa.Text),
     sa.Index(None, "run_pk"),
     sa.Index(None, "coordinate_pk", "steps_digest"),
     sqlite_with_rowid=False,
@@ -153,4 +161,28 @@ carries = sa.Table(
         sqlite_where=sa.text("undone_at IS NULL"),
         postgresql_where=sa.text("undone_at IS NULL"),
     ),
+)
+
+# A sustained shift that evaluate followed after `policy.accept_shift_after` nightlies: while it is active
+# (not undone), its coordinate's baseline starts at `first_created_at`, the first run of the new level.
+shifts = sa.Table(
+    "shifts",
+    metadata,
+    sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("coordinate", sa.Text, nullable=False),
+    sa.Column("series_key", sa.Text, nullable=False),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("metric", sa.Text, nullable=False),
+    sa.Column("first_run_id", sa.Text, nullable=False),
+    sa.Column("first_created_at", UTCDateTime, nullable=False),
+    sa.Column("commit_sha", sa.Text),
+    sa.Column("direction", sa.Text, nullable=False),
+    sa.Column("size", sa.Double),
+    sa.Column("nightlies", sa.Integer, nullable=False),
+    sa.Column("accepted_run_id", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("undone_at", UTCDateTime),
+    sa.Column("undo_reason", sa.Text),
+    sa.CheckConstraint("direction IN ('up', 'down')", name="direction"),
+    sa.Index(None, "coordinate"),
 )

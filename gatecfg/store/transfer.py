@@ -21,15 +21,16 @@ from sqlalchemy.engine import Connection
 from gatecfg.errors import StoreError
 from gatecfg.store.facts import VERSION_TABLE
 from gatecfg.store.rows import PointColumns
-from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.tables import metadata, metric_points
 from gatecfg.store.writes import Chunk, insert_points
 
 # Rows read and written at a time: bounded memory whatever the store's size.
 BATCH_ROWS = 50_000
-# Every table, in the order rows are written (a row's references first) and reported.
-TABLES = (runs, coordinates, run_coordinates, carries, metric_points)
-# Tables whose `pk` a sequence numbers on PostgreSQL: copied with their keys, the sequence must follow.
-NUMBERED = (runs, coordinates, carries)
+# Every table, in the order rows are written (a row's references first), metric_points, the bulk of a
+# store, last; and the tables whose `pk` a sequence numbers on PostgreSQL (copied with their keys, the
+# sequence must follow). From the metadata: a table a migration adds is copied and counted too.
+TABLES = tuple(sorted(metadata.sorted_tables, key=lambda table: table is metric_points))
+NUMBERED = tuple(t for t in TABLES if "pk" in t.c and t.c.pk.autoincrement is True)
 
 
 @dataclass(frozen=True)

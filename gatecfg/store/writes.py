@@ -93,6 +93,7 @@ def _write_batch(
                 "run_pk": run_pk,
                 "n_values": len(stored),
                 "steps_digest": steps_digest(stored.steps, stored.values),
+                "gate_trusted": stored.gate_trusted,
             }
             for run_pk, points in written
             for spec, stored in points.items()
@@ -316,3 +317,28 @@ def set_trust(
         .values(trust_override=trusted, trust_reason=reason, trust_changed_at=datetime.now(UTC))
     ).rowcount
     return int(matched), changed
+
+
+def set_metric_trust(
+    conn: Connection, *, trusted: bool, selector: sa.ColumnElement[bool], metric: str, reason: str | None
+) -> tuple[int, int]:
+    """Set the trust override of one metric's values in the selected runs, every key it is stored under:
+    (runs holding the metric, runs whose override of it changed)."""
+    rows = sa.and_(
+        run_coordinates.c.run_pk.in_(sa.select(runs.c.pk).where(selector)),
+        run_coordinates.c.coordinate_pk.in_(
+            sa.select(coordinates.c.pk).where(coordinates.c.metric == metric)
+        ),
+    )
+    held = sa.select(sa.func.count(sa.distinct(run_coordinates.c.run_pk))).where(rows)
+    matched = conn.execute(held).scalar_one()
+    changing = sa.and_(rows, run_coordinates.c.trust_override.is_distinct_from(trusted))
+    changed = conn.execute(
+        sa.select(sa.func.count(sa.distinct(run_coordinates.c.run_pk))).where(changing)
+    ).scalar_one()
+    conn.execute(
+        sa.update(run_coordinates)
+        .where(changing)
+        .values(trust_override=trusted, trust_reason=reason, trust_changed_at=datetime.now(UTC))
+    )
+    return int(matched), int(changed)

@@ -1,0 +1,504 @@
+"""Baselines on real histories: the nightly replay of real CI benchmark timings (issue 24).
+
+    python benchmarks/real_baselines.py [--series /work/shared/real/django-asv/series.csv.gz]
+        [--injections 40] [--seed 0] [--limit N] [--megatron /work/shared/real/megatron-goldens] [--json]
+
+Each (benchmark, environment) series of the asv CSV (`benchmark`, `env`, `date_ms`, `commit`, `seconds`;
+lower is better, so `up` is harmful) is replayed night by night in commit-date order, as `gatecfg
+evaluate --write` would have judged it: one gate, `steps: last`, `constraint: {budget: up}`, under the
+policy of the project's own gates/base.yaml (window, min_history, false_alarm, the baseline policy),
+resolved by `load_tree` as a one-liner inherits it. Each night is judged by `gatecfg.verdicts.evaluate`
+(the function `run_evaluation` calls) on a `Window` holding what the store's baseline query returns
+for that night: the newest `window` runs before it that the baseline policy admits. What the policy admits
+is decided the way the store decides it (store/reads.qualifies, store/follow.py): the gate's own trust of
+each night, a failure rejoining once the gate passes again, and a shift that `gatecfg.shifts.find_shift`
+confirms and accepts after `policy.accept_shift_after` nightlies starting the baseline at its first run (a
+replay through a real store would give the same windows at some 30 ms a night: 40 minutes for these
+files; tests/test_living_baselines.py checks the store's side).
+
+Two replays of the same rule:
+
+* `default`: the shipped policy (`policy.baseline` of base.yaml: only trusted runs form baselines);
+* `every night`: the same rule with every night in its window (`baseline: nightly`), no trust filtering.
+
+Alerts per 1,000 nights count every judged night (the first `window` nights of a series are warm-up and
+not counted); there is no ground truth, so some alerts are real regressions, for every rule alike.
+
+Detection: from a random night t0 of a series on (at least 2 * window nights in, 3 nights before its end),
+every value is multiplied by x1.25 (x1.10); a rule catches it when it alerts on t0, t0 + 1 or t0 + 2.
+`--injections` nights per series and factor, drawn with `--seed`. Each rule's state (its window, and for
+gatecfg what its baseline policy let in) is that of the clean replay up to t0.
+
+The peers' rules, re-implemented here for comparison only, each judging a night against the nights before
+it (every night: none of them filters its history by its own alerts):
+
+* `bencher-t`: Bencher's Student's t-test threshold with `--threshold-upper-boundary 0.99`: an alert when
+  the value is above mean + t(0.99, n - 1) * sd of the sample (https://bencher.dev/docs/explanation/
+  thresholds/: "a Student's t-test ... upper boundary of 0.99"), the sample the window of 20 nights;
+* `conbench-z5`: Conbench's lookback z-score, an alert at z > 5 (its default threshold; the "lookback
+  z-score method" page of the conbench docs) against the mean and sd of its lookback distribution, the
+  last 100 nights (its default number of distribution commits);
+* `elementary-z3`: Elementary's anomaly tests, an alert at z > 3 (`anomaly_sensitivity` default 3,
+  docs.elementary-data.com/data-tests/anomaly-detection-configuration/anomaly-sensitivity) over its
+  `training_period` default of 14 days: the last 14 nights;
+* `asv-1.1-prev` / `asv-1.1-best`: airspeed velocity's ratio rule, `asv continuous --factor` default 1.1:
+  an alert when the value is more than 1.1 times the previous night (`prev`) or the best (lowest) of the
+  last 20 nights (`best`);
+* `gab-2.0-prev`: github-action-benchmark's `alert-threshold` default "200%": an alert when the value is
+  more than 2.0 times the previous night's (its README and action.yml).
+
+Each rule gives each night a score that exceeds 1 exactly when the rule alerts at its default. At a matched
+alert rate, each rule's threshold is the score its clean nights exceed as often as gatecfg's default policy
+alerts, and detection is counted against that threshold.
+
+With `--megatron DIR` it also prints what each rule flags on the real Megatron-LM golden values
+(`versions.jsonl.gz`): every version of a file judged, per metric, against the versions before it (up to
+the window), all steps (`steps: all`), a version flagged when any step is; once over all versions and once
+over the versions whose commit subject bumps the container or the toolchain. There is no clean night there:
+every version is a deliberate refresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import gzip
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from scipy.special import stdtrit
+
+from gatecfg.budget import MIN_NIGHTS
+from gatecfg.following import change
+from gatecfg.resolve import Policy, ResolvedGate, load_tree
+from gatecfg.select import LAST_STEP, Selection
+from gatecfg.shifts import Recent, find_shift
+from gatecfg.verdicts import GateVerdicts, evaluate
+from gatecfg.windows import Baselines, Window
+
+REPO = Path(__file__).resolve().parents[1]
+SERIES = Path("/work/shared/real/django-asv/series.csv.gz")
+METRIC = "asv/seconds"
+FACTORS = (1.25, 1.10)
+CAUGHT_WITHIN = 3  # nights
+T0 = datetime(2020, 1, 1, tzinfo=UTC)
+KEPT_NIGHTS = 200
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    commits: tuple[str, ...]
+    values: Array  # seconds, oldest first
+
+
+def load_series(path: Path) -> list[Series]:
+    rows: dict[str, list[tuple[int, str, float]]] = {}
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            key = f"{row['benchmark']} [{row['env']}]"
+            rows.setdefault(key, []).append((int(row["date_ms"]), row["commit"], float(row["seconds"])))
+    found = []
+    for name, nights in sorted(rows.items()):
+        nights.sort()
+        found.append(Series(name, tuple(c for _, c, _ in nights), np.array([v for *_, v in nights])))
+    return found
+
+
+def shipped_gate(steps: str = "last", direction: str = "up") -> tuple[ResolvedGate, Policy]:
+    """A one-liner under the real gates/base.yaml: its policy, and the budget rule in `direction`."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        shutil.copy(REPO / "gates" / "base.yaml", root / "base.yaml")
+        (root / "t.yaml").write_text(
+            f"test: real_baselines\ngates:\n  {METRIC}:\n    steps: {steps}\n"
+            f"    constraint: {{budget: {direction}}}\n"
+            # The base file's rule asks every gated test for MFU beside it.
+            "  perf/actor_train_mfu:\n    steps: last\n    constraint: null\n",
+            encoding="utf-8",
+        )
+        test = load_tree(root).test("real_baselines")
+    [gate] = [g for g in test.gates if g.metric == METRIC]
+    return gate, test.policy
+
+
+# ------------------------------------------------------------------------------------- gatecfg replay
+
+
+@dataclass
+class Night:
+    """One stored run of the replayed gate, as the store keeps it (store/follow.py)."""
+
+    run_id: str
+    created_at: datetime
+    value: float
+    change: float | None  # mean relative change against the baseline it was judged by
+    failed: bool  # the gate's own verdict when written
+    rejoined: bool = False  # a failed value that later joined the baseline (recovered, or an accepted shift)
+    floor: bool = False  # older than the first run of an accepted shift: out of the baseline
+
+    @property
+    def in_baseline(self) -> bool:
+        return (not self.failed or self.rejoined) and not self.floor
+
+
+def judge_night(gate: ResolvedGate, policy: Policy, window: Sequence[float], value: float) -> GateVerdicts:
+    """One night judged exactly as `run_evaluation` judges it: `evaluate` on the window the store returns."""
+    newest_first = list(reversed(window))
+    baselines = Baselines({"c": w} if (w := Window.from_lists({LAST_STEP: newest_first})) else {})
+    selection = Selection([LAST_STEP], [0], [value], [None], [None])
+    [result] = evaluate([(gate, "c", selection)], baselines, policy)
+    return result
+
+
+class GatecfgReplay:
+    """gatecfg's rule, night by night, with the store's baseline policy: `nightly` admits every run;
+    `trusted` admits what the gate did not fail, and (policy.accept_shift_after not `never`) follows its
+    metric as evaluate does (gatecfg/following.py): a failure rejoins the baseline when the gate passes on a
+    later nightly, and a confirmed shift (gatecfg.shifts.find_shift) held `accept_shift_after` nightlies
+    becomes the baseline."""
+
+    def __init__(self, gate: ResolvedGate, policy: Policy, baseline: str) -> None:
+        self.gate, self.policy, self.baseline = gate, policy, baseline
+
+    def night(self, nights: list[Night], value: float) -> bool:
+        """Judge tonight's value against the stored nights, store it; whether the gate failed."""
+        admitted = [n.value for n in nights if self.baseline == "nightly" or n.in_baseline]
+        result = judge_night(self.gate, self.policy, admitted[-self.policy.window :], value)
+        failed = result.status == "fail"
+        now = T0 + timedelta(days=len(nights))
+        tonight = Night(f"r{len(nights)}", now, value, change(result), failed)
+        following = self.baseline == "trusted" and self.policy.accept_shift_after is not None
+        if following and not failed:
+            for n in reversed(nights):  # the failures since the last night that passed
+                if not n.failed or n.rejoined:
+                    break
+                n.rejoined = True
+        if following and failed:
+            depth = self.policy.window + max(self.policy.accept_shift_after or 0, self.policy.stale_after)
+            recent = [
+                Recent(
+                    n.run_id, None, n.created_at, n.in_baseline, n.failed and not n.rejoined, None, n.change
+                )
+                for n in reversed(nights[-depth:])
+            ]
+            shift = find_shift(
+                metric=METRIC,
+                coordinate="c",
+                tonight=(tonight.run_id, None, now, tonight.change),
+                recent=recent,
+                accept_after=self.policy.accept_shift_after,
+                alpha=self.gate.false_alarm,
+            )
+            if shift is not None and shift.accepted:
+                members = set(shift.runs)
+                tonight.rejoined = True
+                for n in nights:
+                    n.rejoined = n.rejoined or n.run_id in members
+                    n.floor = n.floor or n.created_at < shift.first_created_at
+        nights.append(tonight)
+        # Only the newest nights can reach a window (the store walks them newest first): far more than a
+        # window of trusted ones and the longest streak of failures that are followed.
+        del nights[:-KEPT_NIGHTS]
+        return failed
+
+    def replay(self, values: Array, keep: Collection[int]) -> tuple[Array, dict[int, list[Night]]]:
+        """Alerts per night, and the stored nights before each night of `keep` (the injections')."""
+        nights: list[Night] = []
+        alerts = np.zeros(len(values), bool)
+        before: dict[int, list[Night]] = {}
+        for t, value in enumerate(values.tolist()):
+            if t in keep:
+                before[t] = [dataclasses.replace(n) for n in nights]
+            alerts[t] = self.night(nights, value)
+        return alerts, before
+
+    def caught(self, before: list[Night], injected: Sequence[float]) -> bool:
+        nights = [dataclasses.replace(n) for n in before]
+        return any(self.night(nights, v) for v in injected)  # every night judged: the state moves on
+
+
+# ---------------------------------------------------------------------------------------- peers' rules
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer's rule for an `up`-harmful metric. `score(history, value)`: the nights before (oldest first;
+    nights x steps for a curve) and tonight's value(s) -> the largest score over the steps (> 1: an alert
+    at its default), NaN where the rule cannot judge. `flip` turns a `down`-harmful metric into an
+    `up`-harmful one for this rule: negation for a z-score, the reciprocal for a ratio."""
+
+    kind: str  # "z" (z over `limit`), "t" (Bencher's t boundary), "prev" / "best" (ratio over `limit`)
+    limit: float
+    width: int
+
+    def score(self, history: Array, value: Array | float) -> float:
+        w = history[-self.width :]
+        value = np.asarray(value, np.float64)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if self.kind in ("z", "t"):
+                if len(w) < 2:
+                    return np.nan
+                limit = float(stdtrit(len(w) - 1, self.limit)) if self.kind == "t" else self.limit
+                z = (value - w.mean(axis=0)) / np.maximum(w.std(axis=0, ddof=1), 1e-300)
+                return float(np.max(z / limit))
+            if len(w) == 0:
+                return np.nan
+            ref = w[-1] if self.kind == "prev" else w.min(axis=0)
+            return float(np.max(value / ref / self.limit))
+
+    def flip(self, values: Array) -> Array:
+        with np.errstate(divide="ignore"):
+            return -values if self.kind in ("z", "t") else 1.0 / values
+
+
+PEERS: dict[str, Peer] = {
+    "bencher-t": Peer("t", 0.99, 20),
+    "conbench-z5": Peer("z", 5.0, 100),
+    "elementary-z3": Peer("z", 3.0, 14),
+    "asv-1.1-prev": Peer("prev", 1.1, 1),
+    "asv-1.1-best": Peer("best", 1.1, 20),
+    "gab-2.0-prev": Peer("prev", 2.0, 1),
+}
+
+
+# ----------------------------------------------------------------------------------------- the replay
+
+
+@dataclass
+class Tally:
+    nights: int = 0
+    alerts: int = 0
+
+    def per_1000(self) -> float:
+        return 1000.0 * self.alerts / max(self.nights, 1)
+
+
+def injection_nights(rng: np.random.Generator, n: int, warm: int, count: int) -> Array:
+    low, high = 2 * warm, n - CAUGHT_WITHIN
+    if high <= low:
+        return np.array([], np.int64)
+    return rng.integers(low, high, size=count)
+
+
+def run(series: Sequence[Series], injections: int, seed: int) -> dict[str, object]:
+    gate, policy = shipped_gate()
+    warm = policy.window
+    replays = {
+        "gatecfg default": GatecfgReplay(gate, policy, policy.baseline),
+        "gatecfg every night": GatecfgReplay(gate, policy, "nightly"),
+    }
+    tallies = {name: Tally() for name in [*replays, *PEERS]}
+    caught = {(name, f): 0 for name in replays for f in FACTORS}
+    tried = 0
+    clean_scores: dict[str, list[Array]] = {name: [] for name in PEERS}
+    # Per peer and factor: the minimum over the 3 nights after t0 of... the maximum score (caught at a
+    # threshold c when that maximum exceeds c).
+    injected_max: dict[tuple[str, float], list[float]] = {(p, f): [] for p in PEERS for f in FACTORS}
+    rng = np.random.default_rng(seed)
+    for s in series:
+        starts = injection_nights(rng, len(s.values), warm, injections)
+        tried += len(starts)
+        for name, replay in replays.items():
+            alerts, before = replay.replay(s.values, set(starts.tolist()))
+            tallies[name].nights += len(s.values) - warm
+            tallies[name].alerts += int(alerts[warm:].sum())
+            for f in FACTORS:
+                for t0 in starts.tolist():
+                    injected = (s.values[t0 : t0 + CAUGHT_WITHIN] * f).tolist()
+                    caught[(name, f)] += replay.caught(before[t0], injected)
+        for name, rule in PEERS.items():
+            scores = np.array([rule.score(s.values[:t], v) for t, v in enumerate(s.values.tolist())])
+            judged = np.nan_to_num(scores[warm:], nan=-np.inf)
+            tallies[name].nights += len(judged)
+            tallies[name].alerts += int((judged > 1.0).sum())
+            clean_scores[name].append(judged)
+            for f in FACTORS:
+                for t0 in starts.tolist():
+                    moved = s.values.copy()
+                    moved[t0:] *= f
+                    # The rule's own history is injected too from t0 on: it keeps every night.
+                    got = np.array([rule.score(moved[:t], moved[t]) for t in range(t0, t0 + CAUGHT_WITHIN)])
+                    injected_max[(name, f)].append(
+                        float(np.nanmax(got)) if np.isfinite(got).any() else -np.inf
+                    )
+    default_rate = tallies["gatecfg default"].alerts / max(tallies["gatecfg default"].nights, 1)
+    rows: list[dict[str, object]] = []
+    for name in replays:
+        rows.append(
+            {
+                "rule": name,
+                "alerts_per_1000": tallies[name].per_1000(),
+                **{f"caught_x{f:.2f}": caught[(name, f)] / max(tried, 1) for f in FACTORS},
+                **{f"matched_x{f:.2f}": None for f in FACTORS},
+            }
+        )
+    for name in PEERS:
+        pooled = np.concatenate(clean_scores[name])
+        # The threshold its clean nights exceed as often as gatecfg's default policy alerts.
+        matched = float(np.quantile(pooled, 1.0 - default_rate)) if len(pooled) else np.inf
+        row: dict[str, object] = {"rule": name, "alerts_per_1000": tallies[name].per_1000()}
+        for f in FACTORS:
+            got = np.array(injected_max[(name, f)])
+            row[f"caught_x{f:.2f}"] = float((got > 1.0).mean()) if len(got) else None
+            row[f"matched_x{f:.2f}"] = float((got > matched).mean()) if len(got) else None
+        rows.append(row)
+    return {
+        "series": len(series),
+        "nights": int(sum(len(s.values) for s in series)),
+        "injections": tried,
+        "policy": {"window": policy.window, "baseline": policy.baseline, "false_alarm": gate.false_alarm},
+        "default_vs_every_night": tallies["gatecfg default"].per_1000()
+        / max(tallies["gatecfg every night"].per_1000(), 1e-12),
+        "rows": rows,
+    }
+
+
+def _pct(x: object) -> str:
+    return "-" if x is None else f"{100.0 * float(x):5.1f}%"  # type: ignore[arg-type]
+
+
+def table(result: dict[str, object]) -> str:
+    lines = [
+        f"{result['series']} series, {result['nights']} nights, {result['injections']} injected nights per "
+        f"factor; policy {result['policy']}",
+        "",
+        f"{'rule':<22} {'alerts/1000':>11} {'x1.25 <=3n':>11} {'x1.10 <=3n':>11} "
+        f"{'x1.25 matched':>14} {'x1.10 matched':>14}",
+    ]
+    for row in result["rows"]:  # type: ignore[attr-defined]
+        lines.append(
+            f"{row['rule']:<22} {row['alerts_per_1000']:>11.1f} {_pct(row['caught_x1.25']):>11} "
+            f"{_pct(row['caught_x1.10']):>11} {_pct(row['matched_x1.25']):>14} "
+            f"{_pct(row['matched_x1.10']):>14}"
+        )
+    lines.append("")
+    lines.append(
+        f"default / every night alert ratio: {result['default_vs_every_night']:.2f} "
+        "(target <= 1.25); default alerts/1000 target <= 15; x1.25 >= 80%, x1.10 >= 55%"
+    )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ megatron goldens
+
+BUMP = re.compile(
+    r"\b(container|pytorch|torch|te\b|transformer[- ]engine|nemo|dlfw|cuda|nccl|cudnn|triton|bump|upgrade|"
+    r"image|toolchain|ngc|pyt)",
+    re.IGNORECASE,
+)
+# The harmful direction of each Megatron metric, as a budget gate would declare it.
+MEGATRON_DIRECTIONS = {
+    "lm loss": "up",
+    "iteration-time": "up",
+    "mem-allocated-bytes": "up",
+}
+
+
+def megatron(folder: Path) -> str:
+    versions: dict[str, list[dict[str, object]]] = {}
+    with gzip.open(folder / "versions.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            v = json.loads(line)
+            versions.setdefault(v["file"], []).append(v)
+    gates = {m: shipped_gate("all", d) for m, d in MEGATRON_DIRECTIONS.items()}
+    # metric -> rule -> [flagged all, judged all, flagged bump, judged bump]
+    counts: dict[str, dict[str, list[int]]] = {}
+    for history in versions.values():
+        history.sort(key=lambda v: int(v["time"]))  # type: ignore[call-overload]
+        for metric, (gate, policy) in gates.items():
+            curves: list[tuple[dict[int, float], bool]] = []
+            for v in history:
+                points = v["metrics"].get(metric)  # type: ignore[attr-defined]
+                if not points:
+                    continue
+                curve = {int(s): float(x) for s, x in points if x is not None and np.isfinite(float(x))}
+                bump = bool(BUMP.search(str(v["subject"])))
+                # Every rule judges the versions the budget rule can (MIN_NIGHTS before them): one count.
+                if len(curves) >= MIN_NIGHTS and curve:
+                    past = curves[-policy.window :]
+                    steps = sorted(set(curve).intersection(*[set(c) for c, _ in past]))
+                    if steps:
+                        flags = _megatron_flags(gate, policy, [c for c, _ in past], curve, steps)
+                        per_rule = counts.setdefault(metric, {})
+                        for rule, flagged in flags.items():
+                            c = per_rule.setdefault(rule, [0, 0, 0, 0])
+                            c[0] += flagged
+                            c[1] += 1
+                            c[2] += flagged and bump
+                            c[3] += bump
+                curves.append((curve, bool(BUMP.search(str(v["subject"])))))
+    rules = ["gatecfg budget", *PEERS]
+    lines = [
+        "Megatron-LM goldens: versions flagged / versions judged (all versions; versions whose subject bumps "
+        "the container or toolchain)",
+        f"{'metric':<26}" + "".join(f" {r:>18}" for r in rules),
+    ]
+    for metric, per_rule in counts.items():
+        cells = []
+        for r in rules:
+            a, b, c, d = per_rule.get(r, [0, 0, 0, 0])
+            cells.append(f" {f'{a}/{b}; {c}/{d}':>18}")
+        lines.append(f"{metric:<26}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def _megatron_flags(
+    gate: ResolvedGate,
+    policy: Policy,
+    past: list[dict[int, float]],
+    curve: dict[int, float],
+    steps: list[int],
+) -> dict[str, bool]:
+    matrix = np.array([[c[s] for s in steps] for c in past])  # versions x steps, oldest first
+    value = np.array([curve[s] for s in steps])
+    window = Window.from_runs(steps, np.ascontiguousarray(matrix[::-1]))
+    selection = Selection(steps, steps, value.tolist(), [None] * len(steps), [None] * len(steps))
+    [result] = evaluate([(gate, "c", selection)], Baselines({"c": window}), policy)
+    direction = gate.constraint.budget if gate.constraint is not None else "up"
+    flags = {"gatecfg budget": result.status == "fail"}
+    for name, rule in PEERS.items():
+        signs = {"up": (False,), "down": (True,), "both": (False, True)}[str(direction)]
+        flags[name] = any(
+            rule.score(rule.flip(matrix), rule.flip(value)) > 1.0 if flip else rule.score(matrix, value) > 1.0
+            for flip in signs
+        )
+    return flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--series", type=Path, default=SERIES)
+    parser.add_argument("--injections", type=int, default=40, help="random injection nights per series")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N series (development)")
+    parser.add_argument("--megatron", type=Path, default=None, help="a megatron-goldens folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    series = load_series(args.series)[: args.limit]
+    result = run(series, args.injections, args.seed)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(table(result))
+    if args.megatron is not None:
+        print()
+        print(megatron(args.megatron))
+    print(f"\n{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

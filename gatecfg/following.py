@@ -1,0 +1,85 @@
+"""Baselines that follow their metric, for one evaluation: which gates' failed values rejoin their
+baselines tonight, which sustained shift tonight continues or accepts, which baseline has gone stale.
+
+The decisions are gatecfg/shifts.py's (pure); this module reads what they need from the store, and only
+for the gates that fail or stay cold tonight: a clean night costs no read."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gatecfg.resolve import Policy
+from gatecfg.shifts import Shift, Stale, find_shift, find_stale
+from gatecfg.store.direct import DirectStore
+from gatecfg.verdicts import GateVerdicts
+
+
+@dataclass(frozen=True)
+class Following:
+    shifts: Sequence[Shift] = ()
+    stale: Sequence[Stale] = ()
+    rejoin: Sequence[str] = ()  # coordinates whose failed values rejoin their baselines, if written
+    accept: Sequence[Shift] = field(default_factory=tuple)  # the shifts tonight accepts, if written
+
+    def notes(self) -> list[str]:
+        """One line per shift and stale baseline, for every report format."""
+        lines = [("SHIFT ACCEPTED: " if s.accepted else "SHIFTED: ") + s.describe() for s in self.shifts]
+        return lines + [f"STALE BASELINE: {s.describe()}" for s in self.stale]
+
+
+def follow(
+    store: DirectStore,
+    results: Sequence[GateVerdicts],
+    policy: Policy,
+    *,
+    run_id: str,
+    commit: str | None,
+    now: datetime,
+    has_history: bool,
+    writing: bool,
+) -> Following:
+    """What tonight's results mean for their baselines; a run that is not written (`writing` False: a
+    pull request) accepts no shift and rejoins nothing, it only names them."""
+    following = policy.accept_shift_after is not None
+    # A gate that passed tonight: the failures before it did not hold, and rejoin its baseline.
+    rejoin = [r.coordinate for r in results if r.gate.gated and not r.blocks_trust] if following else []
+    asking = [r for r in results if r.gate.gated and (r.blocks_trust or r.status == "cold")]
+    if not asking or not has_history:
+        return Following(rejoin=rejoin)
+    depth = policy.window + max(policy.accept_shift_after or 0, policy.stale_after)
+    recent = store.recent([r.coordinate for r in asking], depth=depth, exclude_run_id=run_id)
+    shifts: list[Shift] = []
+    stale: list[Stale] = []
+    for r in asking:
+        runs = recent.get(r.coordinate, [])
+        if r.blocks_trust and r.failing:
+            shift = find_shift(
+                metric=r.gate.metric,
+                coordinate=r.coordinate,
+                tonight=(run_id, commit, now, change(r)),
+                recent=runs,
+                accept_after=policy.accept_shift_after,
+                alpha=r.gate.false_alarm,
+            )
+            if shift is not None:
+                shifts.append(shift if writing else dataclasses.replace(shift, accepted=False))
+                continue  # the shift says why the baseline takes no value, and when it will
+        found = find_stale(metric=r.gate.metric, kept_out_tonight=True, recent=runs, after=policy.stale_after)
+        if found is not None:
+            stale.append(found)
+    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=tuple(s for s in shifts if s.accepted))
+
+
+def change(result: GateVerdicts) -> float | None:
+    """Tonight's mean relative change of the gate's steps against their baselines (shifts.py)."""
+    values = result.selection.numbers().tolist()
+    found = [
+        (value - ref) / abs(ref)
+        for value, ref in zip(values, result.refs(), strict=True)
+        if ref is not None and ref != 0 and math.isfinite(value)
+    ]
+    return sum(found) / len(found) if found else None
