@@ -206,10 +206,10 @@ def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
         item.user_properties.append((_GATE + result.gate.metric, f"{result.status} ({role(result)})"))
         if not result.blocks_trust:
             continue
-        first = next(result.where("fail", "error"))
-        line = (
-            f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.reason}; "
-            f"first at step {step_label(first)}: {first.reason}"
+        # A gate blocks on steps the run lacks too (`policy.missing: fail`): no failing step to quote then.
+        first = next(result.where("fail", "error", "missing"), None)
+        line = f"  {result.gate.metric} ({result.gate.file}:{result.gate.line}): {result.reason}" + (
+            "" if first is None else f"; first at step {step_label(first)}: {first.reason}"
         )
         if result.fails_job:
             failed.append(line)

@@ -212,7 +212,8 @@ def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a
 
 TWO_GATED = """\
 def test_first(gate_metrics):
-    gate_metrics.log_row({"train/loss": 1.5}, step=0)
+    for step, loss in enumerate([3.0, 2.0, 1.5]):
+        gate_metrics.log_row({"train/loss": loss}, step=step)
 
 def test_second(gate_metrics):
     gate_metrics.log_row({"train/loss": 1.5}, step=0)
@@ -248,3 +249,19 @@ def test_a_missing_store_is_one_message_in_the_plugins_words(project: pytest.Pyt
     assert "During handling of the above exception" not in out
     assert "the first nightly `pytest --gatecfg-write`" in out
     assert "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL" in out
+
+
+def test_a_gate_that_blocks_on_missing_steps_fails_with_its_reason(project: pytest.Pytester) -> None:
+    """`policy.missing: fail`: the run lacks steps its baseline holds, no step failed, and the plugin says
+    so (it once looked for a failing step to quote and crashed)."""
+    with (project.path / "gates" / "base.yaml").open("a", encoding="utf-8") as base:
+        base.write("  missing: fail\n")  # under the policy: block that BASE ends with
+    project.makepyfile(**{REGRESSED.removesuffix(".py"): TWO_GATED.split("\n\n")[1] + "\n"})
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-k", "regressed"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"gatecfg: enforced gate failed ({REGRESSED})", "  train/loss (gates/regressed.yaml:3): *"]
+    )
+    assert "StopIteration" not in result.stdout.str()
