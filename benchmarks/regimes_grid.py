@@ -1,6 +1,6 @@
 """Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise.
 
-Prints the tables quoted in docs/analytics.md. Every series is generated with a fixed seed, so a run
+Prints the tables quoted in docs/benchmarks/regimes.md. Every series is generated with a fixed seed, so a run
 prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
 
     python benchmarks/regimes_grid.py            # the full grid, a few minutes
@@ -230,7 +230,7 @@ def main() -> None:
         "--seeds",
         type=int,
         default=0,
-        help="0: the seeds docs/analytics.md quotes; N: another independent set",
+        help="0: the seeds docs/benchmarks/regimes.md quotes; N: another independent set",
     )
     parser.add_argument(
         "--jitter",
@@ -250,7 +250,8 @@ def main() -> None:
         "--line-factor",
         type=float,
         default=1.0,
-        help="benchmark only: multiply the line's price by this (the trade-off table in docs/analytics.md)",
+        help="benchmark only: multiply the line's price by this (the trade-off table in "
+        "docs/benchmarks/regimes.md)",
     )
     args = parser.parse_args()
     if (args.line_price, args.line_factor) != ("mbic", 1.0):

@@ -28,7 +28,7 @@ def evaluate(
     test: str,
     metrics: Metrics,
     *,
-    gates: StrPath = settings.DEFAULT_GATES,
+    gates: StrPath | None = None,
     db: str | None = None,
     write: bool = False,
     run_id: str | None = None,
@@ -43,8 +43,10 @@ def evaluate(
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
 
     `metrics` is `{metric: [(step, value), ...]}` or record files (a path or a list of paths, in any
-    supported format). `db` defaults to `$GATECFG_DB_URL`, else `.gatecfg/history.db`; a bare path is a
-    SQLite file. With `write`, the run is stored (the nightly). Provenance not given is read from the CI
+    supported format). `gates`, `db` and `series` not given follow the settings' precedence (docs/
+    configuration.md): `$GATECFG_GATES` / `$GATECFG_DB_URL` / `$GATECFG_SERIES`, else the project's
+    `.gatecfg.toml` or `[tool.gatecfg]`, else `gates/` and `.gatecfg/history.db`; a bare path is a SQLite
+    file. With `write`, the run is stored (the nightly). Provenance not given is read from the CI
     environment, as the CLI does; `GATECFG_ENFORCE=0` turns enforced gates into shadow gates here too.
     A store that does not exist is a `StoreError` unless `write` (which creates a SQLite store); with
     `require_history` (or the policy field), no stored run of the series makes `exit_code` 1.
@@ -62,12 +64,12 @@ def evaluate(
 
     return run_evaluation(
         Request(
-            gates=Path(gates),
+            gates=settings.gates_root(gates),
             test=test,
             records=metrics,
             db=settings.db_url(db),
             write=write,
-            labels=dict(series or {}),
+            labels=settings.series_labels(None if series is None else dict(series)),
             run_id=run_id,
             commit=commit,
             branch=branch,
@@ -80,24 +82,22 @@ def evaluate(
     )
 
 
-def load_gates(root: StrPath = settings.DEFAULT_GATES) -> GateTree:
+def load_gates(root: StrPath | None = None) -> GateTree:
     """Every gate file under `root` resolved: `tree.tests[test].gates`, each gate's literals with the
     `file:line` they came from (`gate.sources`). Raises `GateFileError` listing every problem."""
     from gatecfg.resolve import load_tree
 
-    tree = load_tree(Path(root))
+    tree = load_tree(settings.gates_root(root))
     if tree.problems:
         raise GateFileError(tree.problems)
     return tree
 
 
-def lint(
-    paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath = settings.DEFAULT_GATES
-) -> list[Problem]:
+def lint(paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath | None = None) -> list[Problem]:
     """The problems `gatecfg lint` reports for these files or folders (default: the whole `gates` tree),
     errors and warnings, sorted by file and line. An empty list means the files are valid."""
     from gatecfg.linting import find_problems
 
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    problems = find_problems([Path(p) for p in given], gates=Path(gates))
+    problems = find_problems([Path(p) for p in given], gates=settings.gates_root(gates))
     return sorted(problems, key=lambda p: (p.location, p.dotted, p.message))

@@ -30,11 +30,12 @@ from gatecfg.cli_args import (
     step,
 )
 from gatecfg.cli_rekey import add_rekey
+from gatecfg.cli_setup import add_setup
 from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, format_problems
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
-from gatecfg.settings import db_url
+from gatecfg.settings import db_url, gates_root
 
 if TYPE_CHECKING:
     from gatecfg.analysis.replayer import Shift
@@ -97,7 +98,13 @@ def build_parser() -> Parser:
         help="write one schema to stdout, for an editor or check-jsonschema: `base` (base.yaml files) or "
         "`gatefile` (gate files)",
     )
-    p.add_argument("--dir", type=Path, default=Path("schema"), help="output folder (default: schema/)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="output folder (default: schema/, in gatecfg's own checkout only: elsewhere give --dir or "
+        "--print)",
+    )
     p = add(
         sub,
         "evaluate",
@@ -250,11 +257,9 @@ def build_parser() -> Parser:
         help="default: .gatecfg/demo.db (recreated; the demo's gates and records are unpacked beside it)",
     )
 
-    p = add(sub, "db", "Manage the history store.", "gatecfg db upgrade --db postgresql+psycopg://...", _db)
-    p.add_argument("action", choices=["upgrade"], help="upgrade: apply the store's migrations")
-    db_option(p)
     add_analytics(sub)
     add_rekey(sub)
+    add_setup(sub, parser)
     return parser
 
 
@@ -293,7 +298,7 @@ def _history(args: argparse.Namespace) -> int:
         test=args.test,
         metric=args.metric,
         step=args.step,
-        labels=series_labels(args.series) if args.series else None,
+        labels=series_labels(args.series) or None,
         limit=args.limit or None,
         fmt_name=args.format,
     )
@@ -303,12 +308,6 @@ def _demo(args: argparse.Namespace) -> int:
     from gatecfg.commands.demo import demo
 
     return demo(db_file=args.db_file)
-
-
-def _db(args: argparse.Namespace) -> int:
-    from gatecfg.commands.db import upgrade
-
-    return upgrade(db=db_url(args.db))
 
 
 def _outputs(args: argparse.Namespace) -> list[Output]:
@@ -420,6 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         fmt = getattr(args, "format", "text")
         debug = debug or getattr(args, "debug", False)
+        if "gates" in vars(args):  # every command's gates root, resolved once (settings' precedence)
+            args.gates = gates_root(args.gates)
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             build_parser().print_help(sys.stderr)

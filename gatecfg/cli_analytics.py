@@ -85,13 +85,28 @@ def add_analytics(sub: SubParsers) -> None:
         _import,
     )
     p.add_argument(
-        "file",
+        "paths",
+        nargs="+",
         type=Path,
-        metavar="FILE",
+        metavar="PATH",
         help="a .csv export (header: run_id,date,commit[,trusted],METRIC or METRIC@STEP...) or a .jsonl "
-        'one ({"run_id", "date", "commit", "metrics": {METRIC: value | [[step, value], ...]}} a line)',
+        'one ({"run_id", "date", "commit", "metrics": {METRIC: value | [[step, value], ...]}} a line); '
+        "or a folder, a quoted glob or several files of `evaluate --record` records: one run per file, in "
+        "name order, dated by name (see --name-pattern)",
     )
     p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
+    p.add_argument(
+        "--name-pattern",
+        metavar="REGEX",
+        help="record files: a regular expression the file name (without suffix) matches in full, with "
+        "named groups run_id, date, commit (default: DATE[_COMMIT][_...], e.g. 2024-05-01_3f2a9c1.jsonl; "
+        "the run id is the name without suffix)",
+    )
+    p.add_argument(
+        "--start",
+        metavar="DATE",
+        help="record files whose names hold no date: the first is dated DATE, each next one a day later",
+    )
     gates_option(p)
     db_option(p)
     series_option(p)
@@ -154,8 +169,10 @@ def _import(args: argparse.Namespace) -> int:
         gates=args.gates,
         db=db_url(args.db),
         test=args.test,
-        path=args.file,
+        paths=args.paths,
         labels=series_labels(args.series),
+        name_pattern=args.name_pattern,
+        start=args.start,
     )
 
 

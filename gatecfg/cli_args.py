@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from gatecfg import settings
 from gatecfg.errors import InputError
-from gatecfg.settings import DEFAULT_DB, DEFAULT_GATES
 
 Handler = Callable[[argparse.Namespace], int]
 DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
@@ -28,8 +28,19 @@ SubParsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
 def series_labels(values: Sequence[str] | None) -> dict[str, str]:
-    from gatecfg.provenance import key_values  # here: `gatecfg --help` imports no pydantic
+    """The labels of `--series KEY=VALUE...`, else the default ones (settings: $GATECFG_SERIES, the
+    settings file's `series`), each checked as a label."""
+    from gatecfg.provenance import check_name, key_values  # here: `gatecfg --help` imports no pydantic
 
+    if not values:
+        defaults = settings.series_labels(None)
+        for key, value in defaults.items():
+            if key == "test":
+                raise InputError.at("series", "`test` is not a label: the test is always part of the series")
+            check_name(key, "series")
+            if value:
+                check_name(value, "series")
+        return defaults
     return key_values(
         values,
         flag="--series",
@@ -62,7 +73,11 @@ def add(
 
 def gates_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gates", type=Path, default=DEFAULT_GATES, metavar="DIR", help="gates root (default: gates/)"
+        "--gates",
+        type=Path,
+        metavar="DIR",
+        help=f"gates root (default: ${settings.GATES_ENV}, else `gates` in .gatecfg.toml or "
+        f"[tool.gatecfg], else {settings.DEFAULT_GATES}/)",
     )
 
 
@@ -71,7 +86,8 @@ def series_option(parser: argparse.ArgumentParser) -> None:
         "--series",
         action="append",
         metavar="KEY=VALUE",
-        help="a label that separates histories, e.g. hardware=h100 (repeatable)",
+        help="a label that separates histories, e.g. hardware=h100 (repeatable; default: "
+        f"${settings.SERIES_ENV}, else `series` in .gatecfg.toml or [tool.gatecfg])",
     )
 
 
@@ -90,7 +106,8 @@ def db_option(parser: argparse.ArgumentParser) -> None:
         "--db",
         metavar="URL",
         help="history store: sqlite:///path or postgresql+psycopg://... "
-        f"(default: $GATECFG_DB_URL, else {DEFAULT_DB})",
+        f"(default: ${settings.DB_ENV}, else `db` in .gatecfg.toml or [tool.gatecfg], else "
+        f"{settings.DEFAULT_DB})",
     )
 
 

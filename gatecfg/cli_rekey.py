@@ -55,6 +55,9 @@ def add_rekey(sub: SubParsers) -> None:
         "--undo", action="store_true", help="undo the carries these options select (they stay on record)"
     )
     p.add_argument("--commit", help="the commit recorded with the carry (default: git HEAD)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be carried (or undone), record nothing"
+    )
     gates_option(p)
     db_option(p)
     series_option(p)
@@ -107,6 +110,7 @@ def _carry(args: argparse.Namespace) -> int:
             metric=args.metric,
             labels=labels,
             reason=args.reason,
+            dry_run=args.dry_run,
         )
     missing = [flag for flag, value in (("--base", args.base), ("--reason", args.reason)) if not value]
     if missing:
@@ -124,6 +128,7 @@ def _carry(args: argparse.Namespace) -> int:
         labels=labels,
         reason=args.reason,
         commit=args.commit,
+        dry_run=args.dry_run,
     )
 
 

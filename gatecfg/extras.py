@@ -14,6 +14,7 @@ from gatecfg.errors import InputError
 # extra -> the top-level modules it provides (the names `import` uses, not the distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
     "analytics": ("scipy", "ruptures", "matplotlib"),
+    "postgres": ("psycopg",),
 }
 
 

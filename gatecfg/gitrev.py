@@ -108,7 +108,19 @@ def _fetch_hint(rev: str, top: Path, *, shallow: bool) -> str:
     remotes = _git(["remote"], top).stdout.decode().split()
     remote = "origin" if "origin" in remotes or not remotes else remotes[0]
     named_remote, _, branch = rev.partition("/")
-    if branch and named_remote in remotes:
+    if branch and named_remote not in remotes:
+        # `origin/main` without a remote `origin`: fetching `origin/main` from another remote would make a
+        # ref `origin/origin/main`. Say which remotes there are and spell the fetch for one of them.
+        if not remotes:
+            return (
+                f"this clone has no git remote: `git remote add {named_remote} URL`, then "
+                f"`git fetch --depth=1 {named_remote} {branch}` and pass `--base {rev}`"
+            )
+        return (
+            f"`{named_remote}` is not a remote of this clone (remotes: {', '.join(remotes)}): "
+            f"`git fetch --depth=1 {remote} {branch}`, then pass `--base {remote}/{branch}`"
+        )
+    if branch:
         refspecs = _git(["config", "--get-all", f"remote.{named_remote}.fetch"], top).stdout.decode().split()
         if f"refs/heads/*:refs/remotes/{named_remote}/*" in (spec.lstrip("+") for spec in refspecs):
             # The remote's refspec covers every branch, so fetching one updates its remote-tracking ref.
@@ -133,6 +145,10 @@ def load_tree_at(rev: str, gates: Path) -> GateTree:
     with tempfile.TemporaryDirectory(prefix="gatecfg-rev-") as tmp:
         into = Path(tmp).resolve()
         root = materialise(rev, gates, into)
+        if not root.exists():
+            # The gates folder did not exist at `rev` (the pull request that adds it): no gates then,
+            # every gate of the working tree is new. Not a problem of the base to report.
+            return GateTree(gates)
         tree = load_tree(root)
         # Paths are shown relative to the working directory when below it, which the temporary folder
         # is when TMPDIR lies inside the checkout or the command runs from an ancestor such as /tmp.

@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gatecfg.errors import InputError, Location, Problem
-from gatecfg.resolve import BASE_NAME, YAML_SUFFIXES, ResolvedTest, is_base_file, load_tree
+from gatecfg.resolve import (
+    BASE_NAME,
+    YAML_SUFFIXES,
+    ResolvedGate,
+    ResolvedTest,
+    is_base_file,
+    load_tree,
+)
 from gatecfg.yamlio import read_yaml
 
 
@@ -56,13 +63,28 @@ def over_budget(
                         f"estimated false-alarm rate {estimate.describe()} per night is above "
                         f"--max-false-alarm {budget:g}",
                         dotted=f"gates.{gate.metric}",
-                        hint="widen the band (sigma_down/sigma_up, rel_*), tolerate a few steps "
-                        "(`tolerate:`), or track it (`constraint: null`); see it on history with "
+                        hint=f"{_budget_hint(gate, budget)}; see it on history with "
                         f"`gatecfg backtest --test {test.test} --metric {gate.metric}`",
                         severity="warning",
                     )
                 )
     return warnings
+
+
+def _budget_hint(gate: ResolvedGate, budget: float) -> str:
+    """What to change, in the keys this gate's rule takes: a budget rule has no band to widen and
+    refuses `tolerate`; its false-alarm rate is its `false_alarm`."""
+    if gate.constraint is not None and gate.constraint.budget is not None:
+        return (
+            f"a budget gate fails a clean night with probability `false_alarm` ({gate.false_alarm:g}, from "
+            f"{gate.sources['false_alarm']}): write `false_alarm: {budget:g}` on the gate (or in "
+            "`policy:`), add `min_change:` to its constraint when smaller changes do not matter (re-keys), "
+            "give `trials:` for a share of counts, or track it (`constraint: null`)"
+        )
+    return (
+        "widen the band (sigma_down/sigma_up, rel_*), tolerate a few steps (`tolerate:`), or track it "
+        "(`constraint: null`)"
+    )
 
 
 def _roots(paths: Sequence[Path], gates: Path) -> dict[Path, set[str] | None]:

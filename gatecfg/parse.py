@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from typing import Any, TypeVar, get_args, get_origin
@@ -60,6 +61,12 @@ def _drop_missing_explained_by_typo(model: type[BaseModel], errors: list[ErrorDe
         for err in errors
         if not (err["type"] == "missing" and (tuple(err["loc"][:-1]), str(err["loc"][-1])) in suggested)
     ]
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str | None:
+    """`did you mean `down`?` for a misspelt word (`dwn`) among `choices`, else None."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
 
 
 def _close_keys(model: type[BaseModel], parent: KeyPath, key: str) -> list[str]:
@@ -160,13 +167,16 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
             return "must be a list, got a mapping", "start each item on its own line with `- `"
         return f"must be a list, got {got}", None
     if kind == "literal_error":
-        return f"must be {ctx.get('expected', 'one of the allowed values')}, got {got}", None
+        expected = str(ctx.get("expected", "one of the allowed values"))
+        close = did_you_mean(value, re.findall(r"'([^']*)'", expected)) if isinstance(value, str) else None
+        return f"must be {expected}, got {got}", close
     if kind in {"greater_than_equal", "greater_than"} and "ge" in ctx:
         return f"must be >= {ctx['ge']:g}, got {got}", None
     if kind == "finite_number":
         return f"must be a finite number, got {got}", None
     if kind == "steps":
-        return err["msg"], STEPS_HINT
+        close = did_you_mean(value, ("all", "last")) if isinstance(value, str) else None
+        return err["msg"], f"{close} ({STEPS_HINT})" if close else STEPS_HINT
     if kind == "null_field":
         return err["msg"], _NULL_HINTS.get(str(ctx.get("name")), "remove the line to inherit the default")
     if kind == "string_too_short":

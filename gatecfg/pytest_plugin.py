@@ -12,6 +12,7 @@ pytest-xdist. Nothing of gatecfg beyond this module loads in a session that does
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,14 @@ _SHADOW = "gatecfg-shadow-failure"
 _REKEY = "gatecfg-rekey"
 _UNGATED = "gatecfg-ungated"
 _NOTICE = "gatecfg-notice"
+_JUDGED = "gatecfg-judged"  # "<written 0|1>\t<store>\t<gate statuses, space-separated>" per gated test
+
+# The CLI's words in gatecfg's messages, as this plugin's options say them.
+_OPTION_WORDS = (
+    ("the first nightly `gatecfg evaluate ... --write`", "the first nightly `pytest --gatecfg-write`"),
+    ("--db / GATECFG_DB_URL", "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL"),
+    ("check --gates", "check --gatecfg-gates"),
+)
 
 
 @dataclass
@@ -56,6 +65,7 @@ class GateMetrics:
 
 _METRICS = pytest.StashKey[GateMetrics]()
 _SETTINGS = pytest.StashKey["_Settings"]()
+_CLASH = pytest.StashKey[str]()
 
 
 @dataclass(frozen=True)
@@ -126,9 +136,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Summary(), "gatecfg-summary")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A gate file gates one test file as one run a night: a second test of that file that logs
+    gate_metrics would be a second run of the same series (stored twice a night locally, dropped in CI,
+    where the run id is the CI run's). Found at collection, so the same in every process under xdist."""
+    if config.stash[_SETTINGS].gates is None:
+        return
+    first: dict[str, str] = {}
+    for item in items:
+        if "gate_metrics" not in getattr(item, "fixturenames", ()):
+            continue
+        test = _test_name(item)
+        if test not in first:
+            first[test] = item.name
+            continue
+        item.stash[_CLASH] = (
+            f"gatecfg: {item.name} is a second gated test in {test}, which {first[test]} gates already: its "
+            "gate file judges one run of the file a night, so this one is not judged (an error, not a "
+            "second run in history); log all the file's metrics in one test, or move this test to a file "
+            "with a gate file of its own"
+        )
+
+
 @pytest.fixture
 def gate_metrics(request: pytest.FixtureRequest) -> GateMetrics:
     """Log a test's metrics here; its gate file judges them when the test's body has passed."""
+    clash = request.node.stash.get(_CLASH, None)
+    if clash is not None:
+        pytest.fail(clash, pytrace=False)
     metrics = GateMetrics()
     request.node.stash[_METRICS] = metrics
     return metrics
@@ -158,16 +193,21 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
         item.user_properties.append((_UNGATED, test))
         return
     from gatecfg.api import evaluate
-    from gatecfg.errors import GatecfgError
+    from gatecfg.errors import GatecfgError, format_problems
     from gatecfg.records import read_records
 
+    problem: str | None = None
     try:
         record = read_records(metrics.files, metrics.points)
         report = evaluate(
             test, record, gates=settings.gates, db=settings.db, write=settings.write, meta=settings.meta
         )
     except GatecfgError as exc:
-        pytest.fail(f"gatecfg: {exc}", pytrace=False)
+        problem = _in_plugin_words(format_problems(exc.problems, "text"))
+    if problem is not None:  # outside the `except`: one message, no chained exception under it
+        pytest.fail(f"gatecfg: {problem}", pytrace=False)
+    statuses = " ".join(result.status for result in report.results)
+    item.user_properties.append((_JUDGED, f"{int(report.run.written)}\t{report.store}\t{statuses}"))
     failed = _record(item, test, report)
     if report.exit_code and not failed:  # no stored history under require_history: the notice says so
         failed = [f"  {note}" for note in report.notes]
@@ -177,6 +217,12 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
         header = f"gatecfg: enforced gate failed ({test}); {Noise.of(report.results).line()}"
         changed = [] if report.changes is None else [f"  changed {report.changes.line()}"]
         pytest.fail("\n".join([header, *failed, *changed]), pytrace=False)
+
+
+def _in_plugin_words(text: str) -> str:
+    for cli, plugin in _OPTION_WORDS:
+        text = text.replace(cli, plugin)
+    return text
 
 
 def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
@@ -210,13 +256,24 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            kinds = (_SHADOW, _REKEY, _NOTICE, _UNGATED)
+            kinds = (_SHADOW, _REKEY, _NOTICE, _UNGATED, _JUDGED)
             self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.lines:
             return
         terminalreporter.write_sep("=", "gatecfg")
+        judged = [text.split("\t") for name, text in self.lines if name == _JUDGED]
+        if judged:
+            statuses = Counter(status for _, _, gates in judged for status in gates.split())
+            written = sum(int(flag) for flag, _, _ in judged)
+            stores = sorted({store for _, store, _ in judged})
+            terminalreporter.write_line(
+                f"judged {len(judged)} test(s), {sum(statuses.values())} gate(s): "
+                + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+                + f"; wrote {written} run(s) into history"
+                + (f" ({', '.join(stores)})" if written else " (nightlies pass --gatecfg-write)")
+            )
         titles = (
             (_NOTICE, "no stored history"),
             (_SHADOW, "shadow gates failed (reported, not fatal)"),

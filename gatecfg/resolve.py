@@ -43,7 +43,7 @@ from gatecfg.models import (
     Steps,
     WritePolicy,
 )
-from gatecfg.parse import parse_doc
+from gatecfg.parse import did_you_mean, parse_doc
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
@@ -396,12 +396,24 @@ class _Loader:
             doc = read_yaml(path, shown)
             self.docs[shown] = doc
             _require_gate_keys(doc)
-            model = parse_doc(doc, GateFile)
         except InputError as exc:
             self.problems.extend(exc.problems)
             return None
+        try:
+            model = parse_doc(doc, GateFile)
+        except InputError as exc:
+            self.problems.extend(exc.problems)
+            # Every error at once: the one-liners no base file defaults are wrong whatever the fix of
+            # the schema errors, so they are reported beside them rather than after.
+            chain = self.chain(nearest) if (nearest := self.nearest_base(path.resolve())) else ()
+            written = doc.data.get("gates") if isinstance(doc.data, dict) else None
+            if chain is not None and isinstance(written, dict):
+                for metric, spec in written.items():
+                    if spec is None and isinstance(metric, str) and not _defaulted(metric, chain):
+                        self.missing_defaults(doc, metric, chain, ["steps", "constraint"], one_liner=True)
+            return None
         nearest = self.nearest_base(path.resolve())
-        chain: tuple[Base, ...] = ()
+        chain = ()
         if nearest is not None:
             found = self.chain(nearest)
             if found is None:
@@ -464,23 +476,7 @@ class _Loader:
                 sources[name] = f"{source_doc.path}:{source_doc.line_of((*prefix, name))}"
         missing = [name for name in ("steps", "constraint") if name not in sources]
         if missing:
-            searched = (
-                f"searched: {', '.join(b.doc.path for b in chain)}"
-                if chain
-                else "no base.yaml in this folder or above it"
-            )
-            loc = doc.location(("gates", metric), key=True)
-            names = " and ".join(f"`{m}`" for m in missing)
-            if not spec.model_fields_set:
-                message = f"`{metric}` is a one-liner but no base file has defaults for it ({searched})"
-            else:
-                message = f"{names} not written here and not inherited ({searched})"
-            fields = " and ".join(f"`{m}:`" for m in missing)
-            hint = (
-                f"write {fields} for it, or add `{metric}:` under `defaults:` in "
-                f"{chain[0].doc.path if chain else 'a base.yaml'}"
-            )
-            self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
+            self.missing_defaults(doc, metric, chain, missing, one_liner=not spec.model_fields_set)
             return None
         wrong = _tolerate_problem(values, sources)
         if wrong is not None:
@@ -509,6 +505,32 @@ class _Loader:
             trials=values["trials"],
             false_alarm=values["false_alarm"],
         )
+
+    def missing_defaults(
+        self, doc: LoadedDoc, metric: str, chain: tuple[Base, ...], missing: list[str], *, one_liner: bool
+    ) -> None:
+        """A gate that neither writes nor inherits `missing` (steps, constraint); for a one-liner, the
+        default it most likely meant (`train/grad_nrom` -> `train/grad_norm`)."""
+        searched = (
+            f"searched: {', '.join(b.doc.path for b in chain)}"
+            if chain
+            else "no base.yaml in this folder or above it"
+        )
+        loc = doc.location(("gates", metric), key=True)
+        names = " and ".join(f"`{m}`" for m in missing)
+        if one_liner:
+            message = f"`{metric}` is a one-liner but no base file has defaults for it ({searched})"
+        else:
+            message = f"{names} not written here and not inherited ({searched})"
+        fields = " and ".join(f"`{m}:`" for m in missing)
+        hint = (
+            f"write {fields} for it, or add `{metric}:` under `defaults:` in "
+            f"{chain[0].doc.path if chain else 'a base.yaml'}"
+        )
+        close = did_you_mean(metric, {m for b in chain for m in b.model.defaults}) if one_liner else None
+        if close:
+            hint = f"{close} (a default of the base files); else {hint}"
+        self.problems.append(Problem(loc, message, dotted=f"gates.{metric}", hint=hint))
 
     def check_rules(
         self,
@@ -541,6 +563,17 @@ class _Loader:
                         hint=f"add {names} under `gates:` (tracked with `constraint: null` is fine)",
                     )
                 )
+
+
+def _defaulted(metric: str, chain: tuple[Base, ...]) -> bool:
+    """Whether some base file of the chain gives `metric` both its steps and its constraint."""
+    written = {
+        name
+        for b in chain
+        if metric in b.model.defaults
+        for name in b.model.defaults[metric].model_fields_set
+    }
+    return {"steps", "constraint"} <= written
 
 
 def _rule_applies(rule: Rule, relative: str, gates: list[ResolvedGate]) -> bool:

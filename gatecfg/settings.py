@@ -1,43 +1,182 @@
-"""The settings every entry point shares, resolved in one place: the history store, the gates root and
-whether enforced gates are enforced.
+"""The settings every entry point shares, resolved in one place: the history store, the gates root, the
+default series labels and whether enforced gates are enforced.
 
-Precedence, highest first (the same for the CLI, the Python API and the pytest plugin):
+Precedence, highest first (the same for every CLI command, `diff` included, the Python API and the
+pytest plugin):
 
-1. what the caller gave: `--db` / `--gates`, `gatecfg.evaluate(db=..., gates=...)`, or the pytest
-   plugin's `--gatecfg-db` option, else its ini's `gatecfg_db` (the plugin passes the one it has);
-2. the environment: `GATECFG_DB_URL` for the store, `GATECFG_ENFORCE` for enforcement;
-3. the defaults below.
+1. what the caller gave: `--db` / `--gates` / `--series`, `gatecfg.evaluate(db=..., gates=...,
+   series=...)`, or the pytest plugin's `--gatecfg-db` option, else its ini's `gatecfg_db` (the plugin
+   passes the one it has);
+2. the environment: `GATECFG_DB_URL`, `GATECFG_GATES`, `GATECFG_SERIES` (`KEY=VALUE,KEY=VALUE`), and
+   `GATECFG_ENFORCE` for enforcement;
+3. the project's settings file: the nearest `.gatecfg.toml` or `pyproject.toml` with a `[tool.gatecfg]`
+   table, searched from the working directory upward (in one folder, `.gatecfg.toml` wins), with the keys
+   `gates`, `db` and `series` (a table of labels); relative paths in it are relative to its folder;
+4. the defaults below.
 
-An entry point passes `None` for what its user did not give and gets the resolved value back; nothing
-else reads these environment variables. A bare path given as a store is a SQLite file.
+A value comes whole from one level: `--series` given replaces the file's labels, it does not merge with
+them. An entry point passes `None` for what its user did not give and gets the resolved value back;
+nothing else reads these environment variables or files. A bare path given as a store is a SQLite file.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from gatecfg.errors import InputError
 
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
 DEFAULT_GATES = Path("gates")
 DB_ENV = "GATECFG_DB_URL"
+GATES_ENV = "GATECFG_GATES"
+SERIES_ENV = "GATECFG_SERIES"
 ENFORCE_ENV = "GATECFG_ENFORCE"
+CONFIG_NAME = ".gatecfg.toml"
+PYPROJECT = "pyproject.toml"
+KEYS = ("gates", "db", "series")
+KEYS_HINT = "the keys are `gates` (a folder), `db` (a store URL) and `series` (a table of labels)"
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """What the project's settings file says (None: the key is not set, or there is no file)."""
+
+    path: Path | None = None
+    gates: Path | None = None
+    db: str | None = None
+    series: dict[str, str] | None = field(default=None)
 
 
 def db_url(value: str | None) -> str:
-    """The store: `value`, else $GATECFG_DB_URL, else the embedded SQLite file."""
-    return _as_url(value or os.environ.get(DB_ENV) or DEFAULT_DB)
+    """The store: `value`, else $GATECFG_DB_URL, else the settings file's `db`, else the SQLite file."""
+    return _as_url(value or os.environ.get(DB_ENV) or project().db or DEFAULT_DB)
 
 
 def optional_db_url(value: str | None) -> str | None:
-    """The store of a command that reads one only when it is named (`gatecfg diff`): `value`, else
-    $GATECFG_DB_URL, else None rather than the default file."""
-    url = value or os.environ.get(DB_ENV)
-    return _as_url(url) if url else None
+    """The store of a command that can do without one (`gatecfg diff`): as `db_url`, except that the
+    default SQLite file counts only when it exists (a clone without history gets no error)."""
+    url = value or os.environ.get(DB_ENV) or project().db
+    if url:
+        return _as_url(url)
+    return DEFAULT_DB if Path(DEFAULT_DB.removeprefix("sqlite:///")).is_file() else None
+
+
+def gates_root(value: str | os.PathLike[str] | None) -> Path:
+    """The gates root: `value`, else $GATECFG_GATES, else the settings file's `gates`, else gates/."""
+    if value is not None:
+        return Path(value)
+    env = os.environ.get(GATES_ENV)
+    return Path(env) if env else project().gates or DEFAULT_GATES
+
+
+def series_labels(given: dict[str, str] | None) -> dict[str, str]:
+    """The series labels: `given` (from --series; `{}` is an explicit none), else $GATECFG_SERIES, else
+    the file's `series`."""
+    if given is not None:
+        return given
+    env = os.environ.get(SERIES_ENV, "").strip()
+    if env:
+        return _env_labels(env)
+    return dict(project().series or {})
 
 
 def enforce() -> bool:
     """False when GATECFG_ENFORCE turns it off (0, false, no, off): enforced gates run as shadow gates."""
     return os.environ.get(ENFORCE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def project(start: Path | None = None) -> FileSettings:
+    """The nearest settings file at or above `start` (default: the working directory), read and checked;
+    an empty FileSettings when there is none."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        dotfile = folder / CONFIG_NAME
+        if dotfile.is_file():
+            return _read(dotfile, _load(dotfile), "")
+        pyproject = folder / PYPROJECT
+        if pyproject.is_file():
+            table = _load(pyproject).get("tool", {})
+            if isinstance(table, dict) and "gatecfg" in table:
+                return _read(pyproject, table["gatecfg"], "tool.gatecfg")
+    return FileSettings()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as stream:
+            return tomllib.load(stream)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError.at(str(path), f"is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InputError.at(str(path), f"cannot read it: {exc.strerror or exc}") from None
+
+
+def _read(path: Path, table: object, prefix: str) -> FileSettings:
+    shown = _shown(path)
+
+    def dotted(key: str) -> str:
+        return f"{prefix}.{key}" if prefix else key
+
+    if not isinstance(table, dict):
+        raise InputError.at(shown, "is not a table", dotted=prefix, hint=KEYS_HINT)
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise InputError.at(shown, f"unknown setting `{unknown[0]}`", dotted=prefix, hint=KEYS_HINT)
+    here = path.parent
+    gates, db, series = table.get("gates"), table.get("db"), table.get("series")
+    for key, value in (("gates", gates), ("db", db)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError.at(shown, "must be a non-empty string", dotted=dotted(key))
+    if series is not None and not (
+        isinstance(series, dict) and all(isinstance(v, str) for v in series.values())
+    ):
+        raise InputError.at(
+            shown,
+            "must be a table of string labels",
+            dotted=dotted("series"),
+            hint='e.g. series = { hardware = "h100" }',
+        )
+    return FileSettings(
+        path=path,
+        gates=None if gates is None else _relative(here / gates),
+        db=None if db is None else _file_db(db, here),
+        series=None if series is None else {str(k): v for k, v in series.items()},
+    )
+
+
+def _file_db(value: str, here: Path) -> str:
+    """A SQLite path in the file is relative to the file's folder, as its `gates` is."""
+    url = _as_url(value)
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and ":memory:" not in url:
+        return prefix + str(here / url.removeprefix(prefix))
+    return url
+
+
+def _env_labels(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError.at(
+                SERIES_ENV, f"`{item}` is not KEY=VALUE", hint="e.g. GATECFG_SERIES=hardware=h100,backend=x"
+            )
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _relative(path: Path) -> Path:
+    """Relative to the working directory when below it, as paths in messages are."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else Path(rel)
+
+
+def _shown(path: Path) -> str:
+    return str(_relative(path))
 
 
 def _as_url(url: str) -> str:

@@ -295,8 +295,29 @@ def _syntax_problem(exc: MarkedYAMLError, path: str, text: str) -> Problem:
         )
         hint = "shorten the name: names are at most 512 bytes"
     elif "mapping values are not allowed" in problem:
-        hint = "quote a value that contains `: `"
+        hint = _colon_hint(text, line)
     return Problem(Location(path, line, col), f"invalid YAML: {problem}", hint=hint)
+
+
+def _colon_hint(text: str, line: int) -> str:
+    """A `key: value` where YAML expects none: most often the line above lacks its colon (`test foo`,
+    `train/grad_norm` before an indented block), else the value itself holds `: `."""
+    lines = text.splitlines()
+    above = [
+        (number, content.strip())
+        for number, content in enumerate(lines[: max(line - 1, 0)], start=1)
+        if content.strip() and not content.strip().startswith("#")
+    ]
+    if above and ":" not in above[-1][1]:
+        number, content = above[-1]
+        key = content.split()[0]
+        return f"line {number} `{content}` has no colon: write `{key}:`" + (
+            f" before its value (`{key}: {content[len(key) :].strip()}`)" if content != key else ""
+        )
+    key, sep, value = lines[line - 1].strip().partition(": ") if 0 < line <= len(lines) else ("", "", "")
+    if sep and value and '"' not in value and not value.startswith(("'", "#")):
+        return f'quote a value that contains `: `: `{key}: "{value}"`'
+    return "quote a value that contains `: `"
 
 
 class _Resolver(VersionedResolver):

@@ -34,6 +34,13 @@ def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(variable, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_user_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings come from each test alone, not from the environment of whoever runs the suite."""
+    for variable in ("GATECFG_GATES", "GATECFG_SERIES"):
+        monkeypatch.delenv(variable, raising=False)
+
+
 REPORT_WIDTH = 200
 
 

@@ -653,6 +653,10 @@ def test_lint_max_false_alarm_reads_a_budget_gate_as_its_budget(seeded: tuple[Pa
     assert (quiet.code, loud.code) == (0, 0)
     assert "warning" not in quiet.out
     assert "estimated false-alarm rate 1.0% (budget, 20 steps, 20 nightly values)" in loud.out
+    # The hint names the keys a budget gate takes (lint refuses band keys and `tolerate` there).
+    assert "write `false_alarm: 0.005` on the gate" in loud.out
+    assert "sigma_down" not in loud.out
+    assert "tolerate" not in loud.out
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 19, 20, 76, 399, 4000])

@@ -389,3 +389,22 @@ def test_a_carried_baseline_equals_the_baseline_of_one_key_holding_the_same_runs
                 step: v for (_, step), v in plain.items()
             }
             assert carried  # the comparison is not between two empty results
+
+
+def test_dry_run_lists_the_carry_and_records_nothing_then_the_undo_likewise(repo: Path, db: str) -> None:
+    seed_nightlies(repo, db)
+    edit(repo / "gates" / "base.yaml", RAW_REWARD_DEFAULT, RAW_REWARD_EDITED)
+
+    code, out, err = carry(db, "--reason", "widened rel_down", "--dry-run")
+
+    assert code == 0, err
+    assert f"would carry: {GSM8K}: {RAW_REWARD}" in out
+    assert "dry run: 1 carry(ies) would be recorded" in out
+    assert rows(db, "carries") == []
+    assert carry(db, "--reason", "widened rel_down")[0] == 0
+    code, out, _ = carry(db, "--undo", "--dry-run")
+    assert code == 0
+    assert f"would undo: {GSM8K}: {RAW_REWARD}" in out
+    assert "dry run: 1 carry(ies) would be undone; nothing was written" in out
+    assert [row.undone_at for row in rows(db, "carries")] == [None]
+    assert carry(db, "--reason", "again", "--dry-run")[1].startswith(f"already carried: {GSM8K}")

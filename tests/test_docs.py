@@ -12,7 +12,7 @@ from gatecfg.models import BaseFile, GateFile
 from gatecfg.parse import parse_doc
 from gatecfg.yamlio import load_yaml
 
-DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+DOCS = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
 BLOCK = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
 
 

@@ -397,7 +397,7 @@ def test_a_store_failure_midway_exits_3_and_leaves_no_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
 ) -> None:
     scenario = write_scenario(tmp_path)
-    insert = store_writes._insert_points
+    insert = store_writes.insert_points
     calls = []
 
     def failing(*args: Any, **kwargs: Any) -> None:
@@ -408,7 +408,7 @@ def test_a_store_failure_midway_exits_3_and_leaves_no_run(
         insert(*args, **kwargs)
 
     monkeypatch.setattr(store_writes, "BATCH_VALUES", 50)
-    monkeypatch.setattr(store_writes, "_insert_points", failing)
+    monkeypatch.setattr(store_writes, "insert_points", failing)
     result = run_cli("import", "--test", TEST, scenario.export, "--gates", scenario.gates, "--db", store_url)
     assert result.code == 3
     assert len(calls) == 3

@@ -237,3 +237,60 @@ def test_a_malformed_gatecfg_meta_is_a_usage_error(project: pytest.Pytester) -> 
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*gatecfg: --gatecfg-meta: error: `image` is not KEY=VALUE*"])
+
+
+TWO_GATED = """\
+def test_first(gate_metrics):
+    for step, loss in enumerate([3.0, 2.0, 1.5]):
+        gate_metrics.log_row({"train/loss": loss}, step=step)
+
+def test_second(gate_metrics):
+    gate_metrics.log_row({"train/loss": 1.5}, step=0)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_second_gated_test_in_one_file_is_an_error_that_says_so(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    """Locally and in CI alike (the run id does not matter): the first test of the file is judged and
+    stored, the second errors, naming the first; the summary says what was judged and written."""
+    project.makepyfile(**{GOOD.removesuffix(".py"): TWO_GATED})
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-write", "-p", "no:cacheprovider", "-k", "good", *workers
+    )
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*gatecfg: test_second is a second gated test in {GOOD}, which test_first gates already*",
+            "judged 1 test(s), 2 gate(s): 1 error, 1 pass; wrote 1 run(s) into history (sqlite:///history.db)",
+        ]
+    )
+
+
+def test_a_missing_store_is_one_message_in_the_plugins_words(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-db", "missing.db", "-p", "no:cacheprovider", "-k", "good"
+    )
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("no history store at this URL") == 1
+    assert "During handling of the above exception" not in out
+    assert "the first nightly `pytest --gatecfg-write`" in out
+    assert "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL" in out
+
+
+def test_a_gate_that_blocks_on_missing_steps_fails_with_its_reason(project: pytest.Pytester) -> None:
+    """`policy.missing: fail`: the run lacks steps its baseline holds, no step failed, and the plugin says
+    so (it once looked for a failing step to quote and crashed)."""
+    with (project.path / "gates" / "base.yaml").open("a", encoding="utf-8") as base:
+        base.write("  missing: fail\n")  # under the policy: block that BASE ends with
+    project.makepyfile(**{REGRESSED.removesuffix(".py"): TWO_GATED.split("\n\n")[1] + "\n"})
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-k", "regressed"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"gatecfg: enforced gate failed ({REGRESSED})", "  train/loss (gates/regressed.yaml:3): *"]
+    )
+    assert "StopIteration" not in result.stdout.str()

@@ -87,7 +87,7 @@ class Entry:
     metrics: frozenset[str]  # the metrics it gives a value of
 
 
-class _Scratch:
+class Scratch:
     """The columns of an export's runs, spilled as arrays to an anonymous temporary file as they are read
     (which the system removes when it is closed), and read back by position."""
 
@@ -145,7 +145,7 @@ class Export:
     header: Mapping[str, Location]  # metric -> where it was first named (CSV header cell, or a line)
     metrics: frozenset[str]  # every metric some run gives
     single: Mapping[str, Location]  # metrics some run gives as one value: the first such run
-    scratch: _Scratch = dataclasses.field(repr=False, compare=False)
+    scratch: Scratch = dataclasses.field(repr=False, compare=False)
 
     def runs(self, skip: Collection[str] = ()) -> Iterator[ImportedRun]:
         """The export's runs in date order, but those of `skip` (run ids), read back one at a time."""
@@ -162,9 +162,14 @@ def read_export(path: Path, shown: str) -> Export:
         first = lines.peek()
         kind = _kind(path, first)
         scan = _scan_csv if kind == "csv" else _scan_jsonl
-        export = scan(lines, shown, _Scratch(shown))
+        export = scan(lines, shown, Scratch(shown))
+    return checked(export, hint=_format_hint(kind))
+
+
+def checked(export: Export, *, hint: str) -> Export:
+    """The export with its runs in date order, once checked that it holds some, each run id once."""
     if not export.entries:
-        raise InputError.at(Location(shown), "the export holds no runs", hint=_format_hint(kind))
+        raise InputError.at(Location(export.path), "the export holds no runs", hint=hint)
     seen: dict[str, Location] = {}
     for entry in export.entries:
         if entry.run_id in seen:
@@ -179,7 +184,7 @@ def read_export(path: Path, shown: str) -> Export:
     return dataclasses.replace(export, entries=tuple(sorted(export.entries, key=lambda e: e.created_at)))
 
 
-def _entry(run: ImportedRun, scratch: _Scratch) -> Entry:
+def entry_of(run: ImportedRun, scratch: Scratch) -> Entry:
     return Entry(
         run.run_id,
         run.created_at,
@@ -321,7 +326,7 @@ def _split_metric(name: str) -> tuple[str, int | None]:
     return name, None
 
 
-def _scan_csv(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
+def _scan_csv(lines: _Lines, shown: str, scratch: Scratch) -> Export:
     reader = csv.reader(lines)
     try:
         header = next(reader)
@@ -354,7 +359,7 @@ def _scan_csv(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
                     hint="quote cells that hold commas; leave a cell empty rather than out",
                 )
             run = _csv_run(row, index, tuple(columns), location)
-            entries.append(_entry(run, scratch))
+            entries.append(entry_of(run, scratch))
             given.update(run.record.columns)
             for metric in run.single:
                 single.setdefault(metric, location)
@@ -551,13 +556,13 @@ def _shallow(obj: dict[str, object]) -> tuple[int, int]:
     return strings, nulls
 
 
-def _scan_jsonl(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
+def _scan_jsonl(lines: _Lines, shown: str, scratch: Scratch) -> Export:
     entries: list[Entry] = []
     first_seen: dict[str, Location] = {}
     single: dict[str, Location] = {}
     for run in _runs(lines, shown):
         location = run.location
-        entries.append(_entry(run, scratch))
+        entries.append(entry_of(run, scratch))
         for metric in run.record.columns:
             first_seen.setdefault(metric, location)
         for metric in run.single:

@@ -31,6 +31,7 @@ def carry_command(
     labels: Mapping[str, str] | None,
     reason: str,
     commit: str | None,
+    dry_run: bool = False,
 ) -> int:
     if not reason.strip():
         raise InputError.at("--reason", "the reason is empty", hint="say why the old history still holds")
@@ -72,11 +73,15 @@ def carry_command(
                 )
                 for s in found
             ]
-        created = store.carry(items) if items else []
+        if dry_run:
+            active = {(c.coordinate, c.from_coordinate) for c in store.carries(active_only=True)}
+            created = [(item.coordinate, item.from_coordinate) not in active for item in items]
+        else:
+            created = store.carry(items) if items else []
     values = {s.spec.coordinate: s for s in summaries}
     for item, new in zip(items, created, strict=True):
         held = values[item.from_coordinate]
-        state = "carried" if new else "already carried"
+        state = "already carried" if not new else "would carry" if dry_run else "carried"
         print(
             f"{state}: {item.test}: {item.metric}{_labels(item.series_key)}\n"
             f"  {item.coordinate} continues {item.from_coordinate}: {held.n_values} stored values "
@@ -85,7 +90,12 @@ def carry_command(
         )
     for r in empty:
         print(f"nothing stored under the old key of {r.new.test}: {r.new.metric}: no history to carry")
-    if any(created):
+    if dry_run:
+        print(
+            f"dry run: {sum(created)} carry(ies) would be recorded in {store.url}; nothing was written "
+            "(run it again without --dry-run to record them)"
+        )
+    elif any(created):
         print(
             f"{sum(created)} carry(ies) recorded with reason {reason.strip()!r} "
             f"at commit {commit or 'unknown'} in {store.url}\n"
@@ -107,6 +117,7 @@ def undo_command(
     metric: str | None,
     labels: Mapping[str, str] | None,
     reason: str | None,
+    dry_run: bool = False,
 ) -> int:
     """Undo the carries that `carry` with the same options made, or (without --base) every active carry
     into the gates of --test [--metric]. The carries stay on record, marked undone."""
@@ -129,16 +140,20 @@ def undo_command(
             ]
         if labels:
             active = [c for c in active if c.series_key == series_key(c.test, labels)]
-        undone = store.undo_carries([(c.coordinate, c.from_coordinate) for c in active], reason=reason)
+        pairs = [(c.coordinate, c.from_coordinate) for c in active]
+        undone = len(pairs) if dry_run else store.undo_carries(pairs, reason=reason)
     if not undone:
         print(f"no active carry matches: nothing undone (store {store.url})")
         return EXIT_OK
     for c in active:
         print(
-            f"undone: {c.test}: {c.metric}{_labels(c.series_key)}: "
+            f"{'would undo' if dry_run else 'undone'}: {c.test}: {c.metric}{_labels(c.series_key)}: "
             f"{c.coordinate} no longer reads {c.from_coordinate}"
         )
-    print(f"{undone} carry(ies) undone; they stay on record (`gatecfg history` shows them)")
+    if dry_run:
+        print(f"dry run: {undone} carry(ies) would be undone; nothing was written")
+    else:
+        print(f"{undone} carry(ies) undone; they stay on record (`gatecfg history` shows them)")
     return EXIT_OK
 
 

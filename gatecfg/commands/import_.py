@@ -3,24 +3,43 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
-from gatecfg.analysis.importer import read_export
+from gatecfg.analysis.importer import parse_date, read_export
+from gatecfg.analysis.record_folder import read_record_folder, record_files, selects_records
 from gatecfg.analysis.replayer import stored_run
-from gatecfg.errors import EXIT_OK, InputError
+from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import stage
 
 
-def import_command(*, gates: Path, db: str, test: str, path: Path, labels: Mapping[str, str]) -> int:
+def import_command(
+    *,
+    gates: Path,
+    db: str,
+    test: str,
+    paths: Sequence[Path],
+    labels: Mapping[str, str],
+    name_pattern: str | None = None,
+    start: str | None = None,
+) -> int:
     resolved = load_tree(gates).test(test)
     # The whole export is checked before the store is touched; it is then read again as it is written.
-    with stage("gatecfg import", f"reading {display_path(path)}"):
-        export = read_export(path, display_path(path))
+    # One file is an export (CSV, JSON Lines of runs); a folder, a glob, several files, or a file-name
+    # option make a run of each record file.
+    first = paths[0]
+    if selects_records(paths) or name_pattern is not None or start is not None:
+        files = record_files(paths)
+        begin = None if start is None else parse_date(start, Location("--start"), "start")
+        with stage("gatecfg import", f"reading {len(files):,} record files"):
+            export = read_record_folder(files, pattern=name_pattern, start=begin)
+    else:
+        with stage("gatecfg import", f"reading {display_path(first)}"):
+            export = read_export(first, display_path(first))
     check_shapes(resolved, export)
     series = series_key(test, labels)
     plan = Backfill(resolved, series, labels, export)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gatecfg.errors import EXIT_GATE_FAILED, EXIT_OK
+from gatecfg.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from gatecfg.models import BaseFile, GateFile
 from gatecfg.textio import write_text
 
@@ -37,7 +37,10 @@ def print_schema(name: str) -> int:
     return EXIT_OK
 
 
-def schema(*, directory: Path, check: bool) -> int:
+def schema(*, directory: Path | None, check: bool) -> int:
+    if directory is None:
+        # --check writes nothing, so it may look at any schema/; writing there is for gatecfg's checkout.
+        directory = Path("schema") if check else _own_schema_folder()
     stale = []
     for name, model in SCHEMAS.items():
         path = directory / name
@@ -60,3 +63,17 @@ def schema(*, directory: Path, check: bool) -> int:
     if check:
         print(f"schema files in {directory}/ are up to date")
     return EXIT_OK
+
+
+def _own_schema_folder() -> Path:
+    """`schema/` when the command runs in the gatecfg checkout it is imported from (where the committed
+    files live); anywhere else a bare `gatecfg schema` would litter a user's repository, so it asks."""
+    checkout = Path(__file__).resolve().parents[2]  # gatecfg/commands/schema.py -> the checkout
+    if (checkout / "schema").is_dir() and Path.cwd().resolve() == checkout:
+        return Path("schema")
+    raise InputError.at(
+        "gatecfg schema",
+        "writes gatecfg's own schema/ files, in gatecfg's checkout; say where to write them here",
+        hint="`gatecfg schema --dir DIR`, or for an editor or check-jsonschema one file: "
+        "`gatecfg schema --print gatefile > gatefile.schema.json`",
+    )

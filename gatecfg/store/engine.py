@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from gatecfg.errors import InputError, StoreError
 from gatecfg.escape import mask_url
+from gatecfg.extras import require
 from gatecfg.store.facts import SQLITE_BUSY_TIMEOUT_S
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
@@ -128,14 +129,9 @@ def _postgresql_engine(url: URL) -> Engine:
     # of CI runners share one server) a statement psycopg prepared on one server connection is unknown on
     # the next. A CI process runs each statement a few times at most, so preparing would gain nothing.
     connect_args["prepare_threshold"] = None
-    try:
-        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
-    except ImportError:
-        raise StoreError.at(
-            redact(url),
-            "cannot load psycopg, the PostgreSQL driver",
-            hint="pip install 'gatecfg[postgres]'",
-        ) from None
+    # A missing driver is a missing extra (exit 2, as for `analytics`), not an unreachable store.
+    require("postgres", f"a PostgreSQL store ({redact(url)})")
+    return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
 from gatecfg.shifts import Recent, Shift
-from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, writes
+from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, transfer, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -40,6 +40,7 @@ from gatecfg.store.rows import (
     ValueColumns,
 )
 from gatecfg.store.tables import runs
+from gatecfg.store.transfer import Inventory
 from gatecfg.windows import Baselines
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class Store(StoreReads):
         self.url = url
 
     @classmethod
-    def open(cls, url: str, *, check_schema: bool = True, create: bool = False) -> Store:
+    def open(
+        cls, url: str, *, check_schema: bool = True, create: bool = False, exists: bool = False
+    ) -> Store:
         """Connect and make sure the schema is current.
 
         A store that does not exist is an error (exit 3) unless `create`: a mistyped URL must never turn
@@ -72,10 +75,10 @@ class Store(StoreReads):
         `import`), a SQLite store is created and migrated on first use. A PostgreSQL store without the
         current schema is an error either way: the CI role should not need DDL rights, `gatecfg db upgrade`
         applies them. `check_schema=False` is for that command, which opens a store in order to create or
-        upgrade it.
+        upgrade it; with `exists` too (`db status`), a SQLite file must exist all the same.
         """
         parsed = parse_url(url)
-        if check_schema and not create:
+        if (check_schema and not create) or exists:
             _require_file(parsed)
         store = cls(create_engine(parsed), redact(parsed))
         try:
@@ -340,6 +343,26 @@ class Store(StoreReads):
         """Stored runs, newest first."""
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
             return reads.run_rows(conn, test=test)
+
+    def inventory(self) -> Inventory:
+        """Schema revision, rows per table and size (`gatecfg db status`)."""
+        database = sa.make_url(self.url).database if self._engine.dialect.name == "sqlite" else None
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return transfer.inventory(conn, database)
+
+    def copy_into(self, target: Store, *, replace: bool) -> dict[str, int]:
+        """Every row of this store into `target`, in one transaction of the target's; rows per table."""
+        # A snapshot of the source: nightlies may keep writing to it while it is copied.
+        pg = self._engine.dialect.name == "postgresql"
+        snapshot = {"isolation_level": "REPEATABLE READ"} if pg else {}  # SQLite's BEGIN is one already
+        with (
+            self._errors("read the history store to copy"),
+            self._engine.connect().execution_options(**snapshot) as source,
+            source.begin(),
+            target._errors(f"copy into the history store {target.url}"),
+            target._writer.begin() as conn,
+        ):
+            return transfer.copy_tables(source, conn, replace=replace, where=target.url)
 
     def _errors(self, action: str, hint: str = STORE_HINT) -> AbstractContextManager[None]:
         return store_errors(self.url, action, hint=hint)

@@ -104,14 +104,14 @@ def _write_batch(
         for run_pk, points in written
         for spec, stored in points.items()
     ]
-    _insert_points(conn, chunks)
+    insert_points(conn, chunks)
     return stored_now
 
 
 Chunk = tuple[int, int, PointColumns]  # coordinate pk, run pk, points
 
 
-def _insert_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
+def insert_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
     """The metric_points rows of `chunks`, through each dialect's bulk path."""
     if conn.dialect.name == "postgresql":
         _copy_points(conn, chunks)
