@@ -350,20 +350,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         branch=args.branch,
         url=args.url,
         require_history=args.require_history,
-        write_override=_override(args),
+        write_override=args.override_write_policy,
     )
     return print_report(report, outputs, summary)
-
-
-def _override(args: argparse.Namespace) -> str | None:
-    reason: str | None = args.override_write_policy
-    if reason is None:
-        return None
-    if not reason.strip():
-        raise InputError.at("--override-write-policy", "give the reason the write is allowed anyway")
-    if not args.write:
-        raise InputError.at("--override-write-policy", "only means something with --write")
-    return reason.strip()
 
 
 def _probability(text: str) -> float:

@@ -133,6 +133,9 @@ def parse_record_text(text: str, path: str) -> Record:
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
 Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Record
+# The largest text record (JSON Lines, a W&B export) read: all of it is held in memory at once, and a real
+# nightly's is a few MB; a TensorBoard event file is streamed and has its own bound (record_formats).
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 RECORD_HINT = (
     "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
     "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
@@ -193,6 +196,7 @@ def read_record_text(path: str) -> str:
             path,
             what="record file",
             hint=RECORD_HINT,
+            limit=MAX_RECORD_BYTES,
         )
     except InputError as exc:
         raise RecordError(exc.problems) from None
