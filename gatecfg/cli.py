@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gatecfg import __version__
-from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, format_problems
+from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, StoreError, format_problems
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
@@ -735,7 +735,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except GatecfgError as exc:
         if fmt == "github":
-            print(format_problems(exc.problems, "github"))
+            # A store's location is its (masked) URL, no file in the repository to annotate.
+            print(format_problems(exc.problems, "github", in_file=not isinstance(exc, StoreError)))
         print(format_problems(exc.problems, "text"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
