@@ -589,9 +589,20 @@ def _is_empty(node: Node) -> bool:
 
 
 @functools.cache
+def _implicit_table() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    """YAML 1.2's resolver table: the (tag, pattern) pairs to try, by the text's first character."""
+    return dict(_yaml(pure=True).resolver.versioned_resolver)
+
+
 def _implicit_tag(text: str) -> str:
-    """The tag YAML 1.2 gives `text` as a plain scalar."""
-    return str(_yaml(pure=True).resolver.resolve(ScalarNode, text, (True, False)))
+    """The tag YAML 1.2 gives `text` as a plain scalar, as `BaseResolver.resolve` finds it, without the
+    per-call version lookups and Tag objects that cost more than the match (every number of a large file
+    is checked)."""
+    table = _implicit_table()
+    for tag, pattern in [*table.get(text[:1], ()), *table.get(None, ())]:
+        if pattern.match(text):
+            return tag
+    return _STR_TAG
 
 
 def _reads_as(text: str, tag: str) -> bool:

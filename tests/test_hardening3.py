@@ -370,3 +370,44 @@ def test_an_explicit_scalar_tag_means_what_the_untagged_text_means_or_is_an_erro
         plain = float(plain)
     assert type(tagged) is type(plain)
     assert tagged == plain or (tagged != tagged and plain != plain)  # nan
+
+
+# --- 4. lint's cost and its inputs -----------------------------------------------------------------------
+
+
+def _steps_file(root: Path, n: int, *, flow: bool) -> None:
+    steps = "[" + ", ".join(map(str, range(n))) + "]" if flow else "".join(f"\n      - {i}" for i in range(n))
+    (root / "gates" / "t.yaml").write_text(
+        f"test: tests/t_ci.py\ngates:\n  eval/score:\n    steps: {steps}\n    constraint: {{rel_down: 0.1}}\n"
+    )
+
+
+def _lint_seconds(root: Path) -> float:
+    import time
+
+    start = time.process_time()
+    result = run_cli("lint", "--gates", root / "gates")
+    assert result.code == 0, result.out
+    return time.process_time() - start
+
+
+@pytest.mark.parametrize("flow", [False, True], ids=["block-list", "flow-list"])
+def test_a_long_steps_list_lints_in_time_linear_in_its_length(tmp_path: Path, flow: bool) -> None:
+    _gates(tmp_path, "")
+    _steps_file(tmp_path, 20_000, flow=flow)
+    small = _lint_seconds(tmp_path)
+    _steps_file(tmp_path, 160_000, flow=flow)  # over 2 MB as a block list
+    large = _lint_seconds(tmp_path)
+    # Eight times the steps: linear work costs about eight times as much, a quadratic path 64 times.
+    assert large < max(24 * small, 2.0)
+    assert large < 30
+
+
+def test_a_step_listed_twice_in_a_long_list_is_named_at_its_line(tmp_path: Path) -> None:
+    _gates(tmp_path, "")
+    _steps_file(tmp_path, 1000, flow=False)
+    path = tmp_path / "gates" / "t.yaml"
+    path.write_text(path.read_text().replace("      - 999\n", "      - 999\n      - 7\n"))
+    result = run_cli("lint", "--gates", tmp_path / "gates")
+    assert result.code == 2
+    assert "t.yaml:1005:9: error: gates.eval/score.steps[1000]: step 7 is listed twice" in result.out
