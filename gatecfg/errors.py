@@ -66,11 +66,10 @@ class Problem:
 
     def github(self, *, in_file: bool = True) -> str:
         """A GitHub Actions workflow command that annotates the line in the PR. A problem that is not in a
-        file (`in_file=False`: the store, whose location is its URL; a flag such as `--write`) is a plain
-        annotation that names its location in the message, never as a file to open."""
+        file (`in_file=False`: the store's, whose location is its URL) is a plain annotation that names
+        its location in the message, never as a file to open."""
         props = []
-        named = in_file and not self.location.path.startswith("-")
-        if named:
+        if in_file:
             props.append(f"file={github_property(self.location.path)}")
             if self.location.line is not None:
                 props.append(f"line={self.location.line}")
@@ -78,7 +77,7 @@ class Problem:
                 props.append(f"col={self.location.col}")
         props.append("title=gatecfg")
         body = f"{self.dotted}: {self.message}" if self.dotted else self.message
-        if not named:
+        if not in_file:
             body = f"{self.location}: {body}"
         if self.hint:
             body += f"\nhint: {self.hint}"

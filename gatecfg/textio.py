@@ -49,16 +49,15 @@ def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) 
     except IsADirectoryError:
         raise InputError.at(Location(shown), f"is a directory, not a {what}", hint=hint or None) from None
     except (OSError, ValueError) as exc:
-        # ValueError: a NUL in the path; ELOOP: a symlink loop.
+        # ValueError: a NUL in the path; ELOOP: a symlink loop; ENXIO: a socket, which cannot be opened.
+        mode = _mode(path)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise _not_regular(shown, what, mode, hint) from None
         raise InputError.at(Location(shown), f"cannot read the {what}: {_reason(exc)}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError.at(
-                Location(shown),
-                f"is {_kind(info.st_mode)}, not a {what}: gatecfg reads regular files only",
-                hint=hint or None,
-            )
+            raise _not_regular(shown, what, info.st_mode, hint)
         if info.st_size > limit:
             raise too_large(shown, what, info.st_size, limit)
         os.set_blocking(fd, True)
@@ -67,6 +66,21 @@ def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) 
         raise
     with os.fdopen(fd, "rb") as handle:
         yield handle
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def _not_regular(shown: str, what: str, mode: int, hint: str) -> InputError:
+    return InputError.at(
+        Location(shown),
+        f"is {_kind(mode)}, not a {what}: gatecfg reads regular files only",
+        hint=hint or None,
+    )
 
 
 def too_large(shown: str, what: str, size: int | None, limit: int) -> InputError:

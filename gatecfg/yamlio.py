@@ -38,6 +38,7 @@ except ImportError:  # no compiler for the platform: the pure parser does it all
 
 from gatecfg.errors import InputError, Location, Problem
 from gatecfg.memory import collector_paused
+from gatecfg.textio import read_bytes
 
 KeyPath = tuple[str | int, ...]
 
@@ -91,12 +92,11 @@ def dotted(path: KeyPath) -> str:
 
 
 def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
+    """A YAML file of the gates folder: a regular file of at most MAX_BYTES (a FIFO, a socket or a device
+    named `*.yaml` is an error, never a hang or an endless read)."""
     shown = display or str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError.at(Location(shown), f"cannot read the file: {exc.strerror or exc}") from None
-    return load_yaml(raw, shown)
+    hint = "a gate or base file is a plain file inside the gates folder"
+    return load_yaml(read_bytes(path, shown, what="YAML file", limit=MAX_BYTES, hint=hint), shown)
 
 
 def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
@@ -155,7 +155,8 @@ def _check_version(text: str, path: str) -> None:
             line = text.count("\n", 0, found.start()) + 1
             raise InputError.at(
                 Location(path, line, found.start(1) - found.start() + 1),
-                f"invalid YAML: `%YAML {found.group(1)}` is not a YAML version gatecfg reads; it reads YAML 1.2",
+                f"invalid YAML: `%YAML {found.group(1)}` is not a YAML version gatecfg reads "
+                "(it reads YAML 1.2)",
                 hint="leave the directive out (or write `%YAML 1.2`), and write booleans as `true`/`false`",
             )
 

@@ -233,7 +233,12 @@ def test_a_base_input_is_a_revision_never_an_option_or_a_command(
 
 @pytest.mark.parametrize(
     "command",
-    ["lint\n::error file=evil.py::forged", "x\r\n::warning::forged", "%0A::error::forged", "evaluat\n::stop-commands::t"],
+    [
+        "lint\n::error file=evil.py::forged",
+        "x\r\n::warning::forged",
+        "%0A::error::forged",
+        "evaluat\n::stop-commands::t",
+    ],
     ids=["lf", "crlf", "encoded", "stop-commands"],
 )  # fmt: skip
 def test_a_command_input_cannot_forge_a_workflow_command(project: Path, tmp_path: Path, command: str) -> None:
@@ -307,7 +312,11 @@ venv=$3
 mkdir -p "$venv/bin"
 cat > "$venv/bin/pip" <<PIP
 #!/bin/bash
-if [ "\\$1" = install ]; then echo "\\$*" >> "$LOG"; printf '#!/bin/bash\\necho gatecfg $VERSION\\n' > "$venv/bin/gatecfg"; chmod +x "$venv/bin/gatecfg"; fi
+if [ "\\$1" = install ]; then
+  echo "\\$*" >> "$LOG"
+  printf '#!/bin/bash\\necho gatecfg $VERSION\\n' > "$venv/bin/gatecfg"
+  chmod +x "$venv/bin/gatecfg"
+fi
 PIP
 chmod +x "$venv/bin/pip"
 """
