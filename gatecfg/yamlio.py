@@ -602,7 +602,7 @@ def _implicit_tag(text: str) -> str:
     table = _implicit_table()
     for tag, pattern in [*table.get(text[:1], ()), *table.get(None, ())]:
         if pattern.match(text):
-            return tag
+            return str(tag)
     return _STR_TAG
 
 
