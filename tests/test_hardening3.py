@@ -472,3 +472,62 @@ def test_lint_of_a_fifo_given_by_name_is_an_error_not_a_hang(
     result = run_cli("lint", "gates/odd.yaml")
     assert result.code == 2
     assert "gates/odd.yaml: error: is a named pipe (FIFO), not a YAML file" in result.out
+
+
+# --- 5. `--db` spellings ---------------------------------------------------------------------------------
+
+DSNS = [
+    ("keywords", "host=127.0.0.1 port=1 user=u password=hunter2 dbname=d",
+     "postgresql+psycopg://u:hunter2@127.0.0.1:1/d"),
+    ("quoted-password", "dbname=d host=h password='hun ter2' user=u",
+     "postgresql+psycopg://u:hun%20ter2@h/d"),
+    ("options-kept", "host=h dbname=d sslmode=require connect_timeout=3",
+     "postgresql+psycopg://h/d?connect_timeout=3&sslmode=require"),
+    ("spaces-around-equals", "  host = h  dbname = d", "postgresql+psycopg://h/d"),
+    ("hostaddr", "hostaddr=10.0.0.1 dbname=d", "postgresql+psycopg://10.0.0.1/d"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("dsn", "url"), [c[1:] for c in DSNS], ids=[c[0] for c in DSNS])
+def test_a_libpq_keyword_dsn_is_the_postgresql_database_it_names(dsn: str, url: str) -> None:
+    from gatecfg.cli import db_url
+
+    assert db_url(dsn) == url
+    assert db_url("history.db") == "sqlite:///history.db"  # a bare path is still a SQLite file
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=127.0.0.1 port=1 user=u password=hunter2 dbname=d", "password=hunter2 host=127.0.0.1 port=1"],
+    ids=["password-last", "password-first"],
+)
+def test_a_dsn_given_to_evaluate_reaches_postgresql_and_never_prints_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dsn: str
+) -> None:
+    gates = _gates(tmp_path, "")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(
+        "evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", "r.jsonl", "--db", dsn
+    )
+    assert result.code == 3
+    assert "cannot connect to the history store" in result.err
+    assert "hunter2" not in result.err + result.out
+    assert "sqlite" not in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gates", "r.jsonl"]  # no SQLite file was made
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=h password=hun ter2 dbname=d", "host=h password='unterminated dbname=d", "host=h dbname"],
+    ids=["unquoted-space", "unterminated-quote", "no-value"],
+)
+def test_a_dsn_that_does_not_parse_is_an_input_error_that_shows_no_part_of_it(
+    tmp_path: Path, dsn: str
+) -> None:
+    gates = _gates(tmp_path, "")
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", tmp_path / "r.jsonl"]
+    result = run_cli(*argv, "--db", dsn)
+    assert result.code == 2
+    assert "--db: error: the value starts like a PostgreSQL keyword DSN" in result.err
+    assert "ter2" not in result.err
+    assert "unterminated" not in result.err
