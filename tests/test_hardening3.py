@@ -531,3 +531,56 @@ def test_a_dsn_that_does_not_parse_is_an_input_error_that_shows_no_part_of_it(
     assert "--db: error: the value starts like a PostgreSQL keyword DSN" in result.err
     assert "ter2" not in result.err
     assert "unterminated" not in result.err
+
+
+# --- 6. rebaseline through merge keys --------------------------------------------------------------------
+
+MERGED_LIMITS = [
+    ("block-merge-in-limits", "  o:\n    limits: &l {min: 0.1}\n  m:\n    limits:\n      <<: *l\n"
+     "      max: 5\n", {"min": 0.4}, "t.yaml:6:5", "take `min` through a `<<` merge key"),
+    ("block-merge-edit-own-side", "  o:\n    limits: &l {min: 0.1}\n  m:\n    limits:\n      <<: *l\n"
+     "      max: 5\n", {"max": 6.0}, "t.yaml:6:5", "take `min` through a `<<` merge key"),
+    ("flow-merge-in-limits", "  o:\n    limits: &l {min: 0.1, max: 2}\n  m:\n    limits: {<<: *l}\n",
+     {"min": 0.4, "max": 3.0}, "t.yaml:6:5", "take `min`, `max` through a `<<` merge key"),
+    ("merge-list-in-limits", "  o:\n    limits: &a {min: 0.1}\n  p:\n    limits: &b {max: 2}\n  m:\n"
+     "    limits: {<<: [*a, *b]}\n", {"min": 0.4}, "t.yaml:8:5", "through a `<<` merge key"),
+    ("anchored-number", "  o:\n    limits: {min: &n 0.1}\n  m:\n    limits: {min: *n}\n", {"min": 0.4},
+     "t.yaml:4:19", "cannot edit the value here in place"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gates", "new", "where", "words"), [c[1:] for c in MERGED_LIMITS], ids=[c[0] for c in MERGED_LIMITS]
+)
+def test_limits_that_come_through_a_merge_key_are_an_input_error_at_their_line(
+    gates: str, new: dict[str, float], where: str, words: str
+) -> None:
+    from gatecfg.analysis.limits_edit import LimitsEdit, apply_edit
+
+    text = f"test: t\ngates:\n{gates}"
+    with pytest.raises(InputError) as caught:
+        apply_edit(text, "t.yaml", LimitsEdit("m", new, "e"))
+    assert str(caught.value).startswith(f"{where}: error: ")
+    assert words in str(caught.value)
+
+
+def test_rebaseline_write_of_merged_limits_exits_2_and_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gates = _gates(tmp_path, "  min_history: 1\n")
+    (gates / "t.yaml").write_text(
+        "test: tests/t_ci.py\ngates:\n  eval/other:\n    steps: last\n    constraint: {rel_down: 0.5}\n"
+        "    limits: &l {min: 0.1}\n  eval/score:\n    limits:\n      <<: *l\n      max: 5\n"
+    )
+    before = (gates / "t.yaml").read_text()
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    for night in range(6):
+        points = {"eval/score": [(0, 0.4 + night / 20)], "eval/other": [(0, 0.5)]}
+        gatecfg.evaluate("tests/t_ci.py", points, gates=gates, db=db, write=True, run_id=f"n{night}")
+    result = run_cli("rebaseline", "--test", "tests/t_ci.py", "--metric", "eval/score", "--gates", gates,
+                     "--db", db, "--write")  # fmt: skip
+    assert result.code == 2
+    assert "t.yaml:8:5: error: gates.eval/score.limits: these limits take `min` through a `<<` merge key" in (
+        result.err
+    )
+    assert (gates / "t.yaml").read_text() == before
