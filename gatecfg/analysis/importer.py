@@ -236,7 +236,7 @@ class _Lines:
             # Editors and Windows tools may prepend a byte order mark, which is not an error.
             raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             col = len(raw[: exc.start].decode("utf-8")) + 1
             raise InputError.at(
@@ -244,6 +244,14 @@ class _Lines:
                 f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
                 hint="save the export file as UTF-8 text",
             ) from None
+        if "\x00" in text:
+            # The csv module passes a NUL through inside a field; no name, id or number holds one.
+            raise InputError.at(
+                Location(self._shown, self.number, text.index("\x00") + 1),
+                "a NUL byte (\\x00): an export is text",
+                hint="the file is binary or damaged; export it again as CSV or JSON Lines",
+            )
+        return text
 
 
 def _format_hint(kind: str) -> str:
@@ -314,11 +322,29 @@ class _Column:
     step: int | None  # None: a single value
 
 
-def _split_metric(name: str) -> tuple[str, int | None]:
+def _split_metric(name: str, location: Location) -> tuple[str, int | None]:
+    """`metric@step` -> (metric, step); a name without `@` is a single value. What follows the last `@`
+    must be a step: a header `m@-1`, `m@1e3` or `m@<23 digits>` is an error at its cell, not a run that
+    silently holds no value of the gate."""
     metric, sep, step = name.rpartition("@")
-    if sep and metric and step.isdigit() and int(step) <= MAX_STEP:
+    if not sep:
+        return name, None
+    if metric and step.isascii() and step.isdigit() and int(step) <= MAX_STEP:
         return metric, int(step)
-    return name, None
+    if not metric:
+        problem = "names no metric before `@`"
+    elif not step:
+        problem = "no step follows `@`"
+    elif step.isascii() and step.isdigit():
+        problem = f"step {shorten(step)} is beyond the largest step the history store holds"
+    else:
+        problem = f"`{shorten(step)}` is not a step"
+    raise InputError.at(
+        location,
+        f"column `{shorten(name)}`: {problem}",
+        hint=f"a column is `<metric>` or `<metric>@<step>`, a step a whole number from 0 to {MAX_STEP:,}; "
+        "a metric whose name holds `@` is imported from JSON Lines",
+    )
 
 
 def _scan_csv(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
@@ -330,7 +356,7 @@ def _scan_csv(lines: _Lines, shown: str, scratch: _Scratch) -> Export:
     except csv.Error as exc:
         raise InputError.at(Location(shown, 1), f"malformed CSV: {exc}") from None
     names = [h.strip() for h in header]
-    columns = _columns(names, shown)
+    columns = _columns(names, shown, header)
     header_at = {c.metric: Location(shown, 1, _header_col(header, c.index)) for c in reversed(columns)}
     index = _index(names)
     entries: list[Entry] = []
@@ -372,7 +398,7 @@ def _header_col(header: list[str], index: int) -> int:
     return sum(len(h) + 1 for h in header[:index]) + 1
 
 
-def _columns(names: list[str], path: str) -> list[_Column]:
+def _columns(names: list[str], path: str, header_cells: list[str]) -> list[_Column]:
     header = Location(path, 1)
     missing = [name for name in REQUIRED if name not in names]
     if missing:
@@ -394,7 +420,7 @@ def _columns(names: list[str], path: str) -> list[_Column]:
             raise InputError.at(
                 header, f"column {i + 1} has no name", hint="name it `<metric>` or `<metric>@<step>`"
             )
-        metric, step = _split_metric(name)
+        metric, step = _split_metric(name, Location(path, 1, _header_col(header_cells, i)))
         single = step is None
         if shapes.setdefault(metric, single) != single:
             raise InputError.at(
