@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -638,3 +639,62 @@ def test_a_nul_byte_anywhere_in_an_export_is_an_error_at_its_column(
     assert result.code == 2
     assert f"{where}: error: a NUL byte" in result.err
     assert not (tmp_path / "i.db").exists()
+
+
+# --- 8. a read-only SQLite store --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder this process cannot write: a read-only tmpfs mount as root (root writes through any mode
+    bits), its mode bits otherwise. The store is copied in first by `put`."""
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        yield folder
+        folder.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "none", str(folder)], capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("root cannot mount a tmpfs here to make a read-only folder")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def _make_read_only(folder: Path) -> None:
+    import subprocess
+
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+
+
+def test_a_store_on_a_read_only_folder_serves_a_plain_evaluate(
+    tmp_path: Path, read_only_folder: Path
+) -> None:
+    import shutil
+
+    gates = _gates(tmp_path, "  min_history: 1\n")
+    db = tmp_path / "h.db"
+    for night, score in enumerate([0.5, 0.52, 0.48]):
+        gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, score)]}, gates=gates, db=str(db), write=True,
+                         run_id=f"n{night}")  # fmt: skip
+    shutil.copy(db, read_only_folder / "h.db")
+    _make_read_only(read_only_folder)
+    (tmp_path / "bad.jsonl").write_text('{"_step": 0, "eval/score": 0.1}\n')
+    stored = f"sqlite:///{read_only_folder / 'h.db'}"
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--db", stored, "--format", "json"]
+    good = run_cli(*argv, "--record", tmp_path / "r.jsonl")
+    assert good.code == 0, good.err
+    [verdict] = json.loads(good.out)["verdicts"]
+    assert (verdict["status"], verdict["n"]) == ("pass", 3)  # judged against the stored nights, not cold
+    bad = run_cli(*argv, "--record", tmp_path / "bad.jsonl")
+    assert json.loads(bad.out)["verdicts"][0]["status"] == "fail"
+    written = run_cli(*argv, "--record", tmp_path / "r.jsonl", "--write")
+    assert written.code == 3  # a write still needs a writable store, and says so
+    assert sorted(p.name for p in read_only_folder.iterdir()) == ["h.db"]
