@@ -62,10 +62,10 @@ import sqlalchemy as sa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gatecfg.commands.evaluate import Request, run_evaluation  # noqa: E402 (after the path is set)
-from gatecfg.commands.lint import lint  # noqa: E402
+from gatecfg.commands.lint import lint  # noqa: E402 (after the path is set)
 from gatecfg.commands.regimes import regimes  # noqa: E402
 from gatecfg.commands.resolve import resolve  # noqa: E402
+from gatecfg.evaluation import Request, run_evaluation  # noqa: E402
 from gatecfg.keys import series_key  # noqa: E402
 from gatecfg.report import render  # noqa: E402
 from gatecfg.resolve import load_tree  # noqa: E402

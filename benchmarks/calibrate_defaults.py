@@ -5,7 +5,7 @@ carries no regression, and does it catch one that does?
 
 For every metric under `defaults:` in gates/base.yaml, nightly records are simulated from a documented
 noise model (docs/calibration.md, and SCENARIOS below) and replayed with evaluate's own rules: the one-liner
-is resolved from the real base file, and `gatecfg.analysis.backtest.replay` judges each night with
+is resolved from the real base file, and `gatecfg.analysis.replayer.replay` judges each night with
 `gatecfg.verdicts.evaluate` against the nights before it, decides trust, and forms the next baseline.
 
 Columns, per default and per proposed replacement:
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gatecfg.analysis.backtest import Replay, RunReplay, StoredRun, replay
 from gatecfg.analysis.false_alarm import gate_estimate
+from gatecfg.analysis.replayer import Replay, RunReplay, StoredRun, replay
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest, load_tree
 from gatecfg.select import LAST_STEP
 from gatecfg.store import ValueColumns

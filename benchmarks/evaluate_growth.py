@@ -27,7 +27,7 @@ from pathlib import Path
 
 import bench
 
-from gatecfg.commands.evaluate import Request
+from gatecfg.evaluation import Request
 from gatecfg.store import Store
 
 # The window's runs as gatecfg finds them on PostgreSQL (see gatecfg/store/baselines.py, _newest_runs).

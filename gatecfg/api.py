@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gatecfg import settings
 from gatecfg.errors import GateFileError
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def evaluate(
     test: str,
     metrics: Metrics,
     *,
-    gates: StrPath = "gates",
+    gates: StrPath = settings.DEFAULT_GATES,
     db: str | None = None,
     write: bool = False,
     run_id: str | None = None,
@@ -53,29 +54,28 @@ def evaluate(
     `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
     written), each with the message the CLI prints.
     """
-    from gatecfg.cli import db_url
-    from gatecfg.commands.evaluate import Request, run_evaluation
+    from gatecfg.evaluation import Request, run_evaluation
 
     return run_evaluation(
         Request(
             gates=Path(gates),
             test=test,
             records=metrics,
-            db=db_url(db),
+            db=settings.db_url(db),
             write=write,
             labels=dict(series or {}),
             run_id=run_id,
             commit=commit,
             branch=branch,
             url=url,
-            enforce=os.environ.get("GATECFG_ENFORCE", "1").strip().lower() not in ("0", "false", "no", "off"),
+            enforce=settings.enforce(),
             require_history=require_history,
             write_override=write_override,
         )
     )
 
 
-def load_gates(root: StrPath = "gates") -> GateTree:
+def load_gates(root: StrPath = settings.DEFAULT_GATES) -> GateTree:
     """Every gate file under `root` resolved: `tree.tests[test].gates`, each gate's literals with the
     `file:line` they came from (`gate.sources`). Raises `GateFileError` listing every problem."""
     from gatecfg.resolve import load_tree
@@ -86,10 +86,12 @@ def load_gates(root: StrPath = "gates") -> GateTree:
     return tree
 
 
-def lint(paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath = "gates") -> list[Problem]:
+def lint(
+    paths: StrPath | Sequence[StrPath] = (), *, gates: StrPath = settings.DEFAULT_GATES
+) -> list[Problem]:
     """The problems `gatecfg lint` reports for these files or folders (default: the whole `gates` tree),
     errors and warnings, sorted by file and line. An empty list means the files are valid."""
-    from gatecfg.commands.lint import find_problems
+    from gatecfg.linting import find_problems
 
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     problems = find_problems([Path(p) for p in given], gates=Path(gates))

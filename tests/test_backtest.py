@@ -20,7 +20,7 @@ from helpers import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gatecfg.analysis.backtest import _Pool
+from gatecfg.analysis.replayer import _Pool
 
 TEST = "tests/e2e/test_reward_ci.py"
 REWARD = "rollout/raw_reward"

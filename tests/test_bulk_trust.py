@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gatecfg.analysis import backtest
-from gatecfg.analysis.backtest import Replayer, StoredRun, bulk_trust, replay, stored_selection
-from gatecfg.analysis.matrix import GateMatrix, stored_columns
+from gatecfg.analysis import backtest, trust_rounds
+from gatecfg.analysis.matrix import GateMatrix, stored_columns, stored_selection
+from gatecfg.analysis.replayer import Replayer, StoredRun, replay
+from gatecfg.analysis.trust_rounds import bulk_trust
 from gatecfg.resolve import Policy, ResolvedTest, load_tree
 from gatecfg.store import PointColumns, ValueColumns
 
@@ -138,8 +139,8 @@ def test_bulk_trust_is_the_trust_of_judging_each_run_alone(
     policy = dataclasses.replace(test_gates.policy, window=window, min_history=min_history, baseline=baseline)
     runs = history(test_gates, seed, nights)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(backtest, "TRUST_ROUNDS", nights + 1)  # enough rounds to always finish
-        patch.setattr(backtest, "RUN_BLOCK_VALUES", block)
+        patch.setattr(trust_rounds, "TRUST_ROUNDS", nights + 1)  # enough rounds to always finish
+        patch.setattr(trust_rounds, "RUN_BLOCK_VALUES", block)
         assert bulk_trust(test_gates, runs, policy) == judged_alone(test_gates, runs, policy)
 
 
@@ -156,12 +157,12 @@ def test_both_policies_judge_a_block_once_where_the_first_guess_holds(test_gates
     ]
     trusted = dataclasses.replace(test_gates.policy, window=3, baseline="trusted")
     nightly = dataclasses.replace(trusted, baseline="nightly")
-    bulk = backtest.BulkTrust(test_gates, steady)
+    bulk = trust_rounds.BulkTrust(test_gates, steady)
     judged: list[int] = []
-    real = backtest._blocked
+    real = trust_rounds._blocked
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(backtest, "RUN_BLOCK_VALUES", 200)
-        patch.setattr(backtest, "_blocked", lambda *args: judged.append(len(args[3])) or real(*args))
+        patch.setattr(trust_rounds, "RUN_BLOCK_VALUES", 200)
+        patch.setattr(trust_rounds, "_blocked", lambda *args: judged.append(len(args[3])) or real(*args))
         assert bulk.trust(nightly) == [True] * len(steady)
         once = sum(judged)
         assert bulk.trust(trusted) == [True] * len(steady)
@@ -192,7 +193,7 @@ def test_a_history_that_needs_too_many_rounds_is_replayed_run_by_run(test_gates:
     policy = dataclasses.replace(test_gates.policy, window=2)
     runs = history(test_gates, 7, 30)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(backtest, "TRUST_ROUNDS", 0)
+        patch.setattr(trust_rounds, "TRUST_ROUNDS", 0)
         assert bulk_trust(test_gates, runs, policy) is None
         lean = replay(test_gates, SERIES, runs, policy, keep={"two/sided"})
     assert [r.trusted for r in lean.runs] == judged_alone(test_gates, runs, policy)

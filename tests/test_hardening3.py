@@ -491,7 +491,7 @@ DSNS = [
 
 @pytest.mark.parametrize(("dsn", "url"), [c[1:] for c in DSNS], ids=[c[0] for c in DSNS])
 def test_a_libpq_keyword_dsn_is_the_postgresql_database_it_names(dsn: str, url: str) -> None:
-    from gatecfg.cli import db_url
+    from gatecfg.settings import db_url
 
     assert db_url(dsn) == url
     assert db_url("history.db") == "sqlite:///history.db"  # a bare path is still a SQLite file

@@ -27,9 +27,9 @@ from typing import TypeVar, cast
 import numpy as np
 
 from gatecfg import __version__
-from gatecfg.analysis.backtest import StoredRun
 from gatecfg.analysis.importer import Entry, Export, ImportedRun
 from gatecfg.analysis.matrix import GateMatrix, stored_columns
+from gatecfg.analysis.replayer import StoredRun
 from gatecfg.errors import InputError
 from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest

@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from gatecfg.analysis.backtest import Against, GateReport, Shift, Tally, backtest, stored_runs
+from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest
+from gatecfg.analysis.replayer import Shift, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at

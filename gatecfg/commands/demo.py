@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from gatecfg.commands.evaluate import Request, banner, run_evaluation
+from gatecfg.commands.evaluate import banner
 from gatecfg.errors import EXIT_OK
+from gatecfg.evaluation import Request, run_evaluation
 from gatecfg.report import render
 
 DEMO_TEST = "tests/e2e/megatron/model_scripts/test_kimi_k3_4layer_ci.py"

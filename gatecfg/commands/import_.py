@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
-from gatecfg.analysis.backtest import stored_run
 from gatecfg.analysis.importer import read_export
+from gatecfg.analysis.replayer import stored_run
 from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree

@@ -9,9 +9,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# The labels every format shows, re-exported: the renderers import them from `labels`, not from here, so
+# that the package (which imports its renderers on first use) is not imported back by them.
+from gatecfg.report.labels import band_label, role, step_label, step_reason
+
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
     from gatecfg.verdicts import GateVerdicts, Verdict
+
+__all__ = [
+    "FORMATS",
+    "Output",
+    "RunReport",
+    "RunSummary",
+    "band_label",
+    "render",
+    "role",
+    "step_label",
+    "step_reason",
+]
 
 FORMATS = ("text", "json", "markdown", "junit", "github")
 
@@ -71,31 +87,6 @@ class RunReport:
         for result in self.results:
             total.update(result.counts)
         return total
-
-
-def role(result: GateVerdicts) -> str:
-    if not result.gate.gated:
-        return "tracked"
-    return "enforced" if result.enforced else "shadow"
-
-
-def band_label(v: Verdict) -> str:
-    """The band a step was judged against, `-` where none was: no history, no constraint, or a budget
-    rule (which judges the steps together; its reason says against what)."""
-    if v.gate.constraint is None or v.gate.constraint.budget is not None or not v.band.n:
-        return "-"
-    return v.band.interval()
-
-
-def step_label(v: Verdict) -> str:
-    if v.logged_step is None and v.step == -1:
-        return str(v.gate.steps_key).strip('"')  # the metric is missing: no step was selected
-    return "last" if v.step == -1 else str(v.step)
-
-
-def step_reason(v: Verdict) -> str:
-    """The reason without the status it may start with (`cold: ...`), for lines that show the status."""
-    return v.reason.removeprefix(f"{v.status}: ")
 
 
 def render(report: RunReport, fmt: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatecfg.band import tidy
-from gatecfg.report import RunReport
 from gatecfg.verdicts import GateVerdicts, Verdict
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
 
 SCHEMA_VERSION = 1
 

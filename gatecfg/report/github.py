@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from gatecfg.errors import Location, Problem, Severity
 from gatecfg.escape import github_data
-from gatecfg.report import RunReport, role, step_label, step_reason
+from gatecfg.report.labels import role, step_label, step_reason
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
 
 ANNOTATIONS_PER_GATE = 3
 

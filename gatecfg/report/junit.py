@@ -7,9 +7,13 @@ they are not red: a shadow failure is reported in <system-out>, a fully cold gat
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from gatecfg.escape import xml_text
-from gatecfg.report import RunReport, step_label, step_reason
+from gatecfg.report.labels import step_label, step_reason
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
 
 
 def render_junit(report: RunReport) -> str:

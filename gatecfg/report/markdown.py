@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from gatecfg.band import fmt
 from gatecfg.escape import markdown_code, markdown_text
-from gatecfg.report import RunReport, band_label, role, step_label
+from gatecfg.report.labels import band_label, role, step_label
 from gatecfg.verdicts import Status, Verdict
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
 
 ICONS = {"pass": "✅", "fail": "❌", "error": "💥", "cold": "🧊", "tracked": "📈"}
 DETAIL_ROWS = 50

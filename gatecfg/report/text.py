@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gatecfg.band import fmt
 from gatecfg.escape import terminal
-from gatecfg.report import RunReport, band_label, role, step_label
+from gatecfg.report.labels import band_label, role, step_label
 from gatecfg.terminal import TextReport
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
+
+if TYPE_CHECKING:
+    from gatecfg.report import RunReport
 
 DETAIL_ROWS_PER_GATE = 10
 

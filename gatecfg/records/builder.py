@@ -1,7 +1,7 @@
-"""Run metric records (SPEC §5): JSON Lines in series or row shape, parsed and merged into one Record.
+"""The builder of a Record, and the JSON Lines reader that feeds it (SPEC §5: series or row shape).
 
-Logger formats (TensorBoard, W&B, MLflow) are read by `gatecfg.record_formats` into the same builder, so
-they are judged exactly as the equivalent JSON Lines; a mapping of points (the Python API) goes in too."""
+`gatecfg.records.formats` reads the logger formats into the same builder, and the Python API's points go
+in through `add_logged`, so every source is judged exactly as the equivalent JSON Lines."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ import itertools
 import json
 import math
 import operator
-import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 from gatecfg.errors import InputError, Location, RecordError
 from gatecfg.models import MAX_STEP
+from gatecfg.records.values import Column, Record, shorten
 from gatecfg.textio import read_text
 
 # The non-finite spellings accepted as strings, keyed by their lower-case form.
@@ -39,89 +38,6 @@ _DUPLICATE_HINT = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One logged value.
-
-    Points compare (and hash) by step and raw only. The value is read from raw, so raw stands for it, and
-    comparing floats would make a NaN point unequal to itself. Where a point was logged is provenance.
-    """
-
-    step: int
-    value: float | None = field(compare=False)  # None when the logged value is not a number
-    raw: str  # JSON text of the value as logged, for messages
-    location: Location = field(compare=False)
-
-
-class Column:
-    """One metric's logged points in step order, as parallel lists: step selection reads them in bulk, and
-    a `Point` (with the JSON text of its value) is built only when something asks for it."""
-
-    __slots__ = ("_logged", "_points", "locations", "steps", "values")
-
-    def __init__(
-        self,
-        steps: Sequence[int],
-        values: Sequence[float | None],
-        logged: Sequence[object],
-        locations: Sequence[Location],
-    ) -> None:
-        self.steps = steps
-        self.values = values  # the number each logged value denotes, None when it is not one
-        self._logged = logged  # the JSON values as parsed, for the text of messages
-        self.locations = locations
-        self._points: tuple[Point, ...] | None = None
-
-    @classmethod
-    def of_points(cls, points: Sequence[Point]) -> Column:
-        column = cls([p.step for p in points], [p.value for p in points], [], [p.location for p in points])
-        column._points = tuple(points)
-        return column
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Column) and self.points() == other.points()
-
-    __hash__ = None  # type: ignore[assignment]  # equal by content, and not immutable
-
-    def point(self, index: int) -> Point:
-        if self._points is not None:
-            return self._points[index]
-        logged = self._logged[index]
-        return Point(self.steps[index], self.values[index], _json_text(logged), self.locations[index])
-
-    def points(self) -> tuple[Point, ...]:
-        if self._points is None:
-            self._points = tuple(self.point(i) for i in range(len(self.steps)))
-        return self._points
-
-
-@dataclass(frozen=True)
-class Record:
-    """The metrics of one run: each metric's points sorted by step, and the files they came from."""
-
-    columns: Mapping[str, Column]
-    files: tuple[str, ...]
-
-    @classmethod
-    def of_points(cls, series: Mapping[str, Sequence[Point]], files: tuple[str, ...]) -> Record:
-        """A record of points made elsewhere (`gatecfg import`), each metric's sorted by step."""
-        return cls(MappingProxyType({m: Column.of_points(points) for m, points in series.items()}), files)
-
-    @property
-    def series(self) -> Mapping[str, tuple[Point, ...]]:
-        return {metric: column.points() for metric, column in self.columns.items()}
-
-    def points(self, metric: str) -> tuple[Point, ...]:
-        column = self.columns.get(metric)
-        return () if column is None else column.points()
-
-    def column(self, metric: str) -> Column | None:
-        return self.columns.get(metric)
-
-
 def parse_record_text(text: str, path: str) -> Record:
     """Parse one record file's text; `path` is only used to locate points and errors."""
     builder = _Builder()
@@ -132,61 +48,14 @@ def parse_record_text(text: str, path: str) -> Record:
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
-Metrics = Points | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Record
 # The largest text record (JSON Lines, a W&B export) read: all of it is held in memory at once, and a real
-# nightly's is a few MB; a TensorBoard event file is streamed and has its own bound (record_formats).
+# nightly's is a few MB; a TensorBoard event file is streamed and has its own bound (records/formats.py).
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 RECORD_HINT = (
     "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
     "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
 )
 LOGGED = "<logged metrics>"  # where points given in Python are said to come from, in messages
-
-
-def read_metrics(metrics: Metrics) -> Record:
-    """A run's metrics given as a mapping of points or as record files (str, path, or a sequence of them);
-    a Record (built by the pytest plugin from files and points) as it is."""
-    if isinstance(metrics, Record):
-        return metrics
-    if isinstance(metrics, Mapping):
-        return read_records((), metrics)
-    if isinstance(metrics, str | os.PathLike):
-        return read_records([metrics])
-    return read_records(metrics)
-
-
-def read_records(paths: Sequence[str | os.PathLike[str]], logged: Points | None = None) -> Record:
-    """Read, parse and merge record files in any supported format, and points logged in Python; a step
-    logged twice for one metric, in any of them, is an error."""
-    builder = _Builder()
-    seen: dict[Path, str] = {}
-    for given in paths:
-        path = os.fspath(given)
-        try:
-            resolved = Path(path).resolve()
-        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: pathlib's symlink loop
-            raise RecordError.at(Location(path), f"cannot read the record file: {exc}") from None
-        if resolved in seen:
-            raise RecordError.at(
-                Location(path),
-                f"record file given twice, first as {seen[resolved]}",
-                hint="pass each record file once",
-            )
-        seen[resolved] = path
-        _read_file(builder, path)
-    if logged:
-        builder.add_logged(logged)
-    return builder.build()
-
-
-def _read_file(builder: _Builder, path: str) -> None:
-    from gatecfg import record_formats  # the logger formats' readers load only for their files
-
-    kind = record_formats.sniff(path)
-    if kind == "jsonl":
-        builder.add_text(read_record_text(path), path)
-    else:
-        record_formats.read(kind, path, builder)
 
 
 def read_record_text(path: str) -> str:
@@ -277,15 +146,6 @@ def _number(value: object) -> float | None:
     if type(value) is str:
         return _NONFINITE.get(value.lower())
     return None
-
-
-def _json_text(value: object) -> str:
-    """A logged JSON value as JSON text, for messages."""
-    if type(value) is float and math.isfinite(value):
-        return repr(value)  # the JSON text of a finite float, and faster than json.dumps
-    if type(value) is int:
-        return repr(value)
-    return json.dumps(value, ensure_ascii=False, default=repr)  # default: a Python object logged via the API
 
 
 class _Builder:
@@ -467,8 +327,3 @@ def _json_kind(value: object) -> str:
 
 def _show(value: object) -> str:
     return shorten(json.dumps(value, ensure_ascii=False, default=repr))
-
-
-def shorten(text: str) -> str:
-    """A logged value's JSON text cut to fit in a message: a logged histogram can run to kilobytes."""
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gatecfg.errors import Location, RecordError
-from gatecfg.records import RECORD_HINT, read_record_text
+from gatecfg.records.builder import RECORD_HINT, read_record_text
 
 if TYPE_CHECKING:
-    from gatecfg.records import _Builder
+    from gatecfg.records.builder import _Builder
 
 Kind = Literal["jsonl", "tensorboard", "wandb-csv", "wandb-json", "mlflow"]
 

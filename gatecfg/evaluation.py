@@ -1,0 +1,189 @@
+"""The evaluation core: one request (record + gates + store) -> verdicts, the stored run, the run report.
+
+`run_evaluation` is the one evaluator under every entry point: `gatecfg.evaluate` (the Python API, which
+`gatecfg evaluate` calls), the pytest plugin and `gatecfg demo` each build a `Request` from their own input
+and render the `RunReport` it returns; nothing here prints, and nothing here imports an entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gatecfg import __version__
+from gatecfg.errors import EXIT_GATE_FAILED, InputError
+from gatecfg.keys import series_key
+from gatecfg.provenance import provenance
+from gatecfg.records import Metrics, read_metrics
+from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
+from gatecfg.report import RunReport, RunSummary
+from gatecfg.resolve import ResolvedTest, load_tree
+from gatecfg.select import select
+from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
+from gatecfg.store.direct import DirectStore
+from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
+from gatecfg.write_policy import check_override, ci_job, write_refusal
+
+
+@dataclass(frozen=True)
+class Request:
+    gates: Path
+    test: str
+    records: Metrics  # {metric: [(step, value), ...]}, or record files
+    db: str
+    write: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    commit: str | None = None
+    branch: str | None = None
+    url: str | None = None
+    enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
+    require_history: bool = False  # --require-history; the policy field `require_history` does the same
+    write_override: str | None = None  # --override-write-policy REASON, stored with the run
+
+
+def run_evaluation(req: Request) -> RunReport:
+    """Every stage of an evaluation, without printing: what tests and the CLI both call."""
+    test, labels = req.test, req.labels
+    override = check_override(req.write_override, write=req.write)
+    # The write policy comes first after the gates that hold it: a refused write reads no record and
+    # opens no store.
+    resolved = load_tree(req.gates).test(test)
+    if req.write:
+        check_write_policy(resolved, override)
+    record = read_metrics(req.records)
+    series = series_key(test, labels)
+    selected = [
+        (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
+        for gate in resolved.gates
+    ]
+    origin = provenance(test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url)
+    # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
+    # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
+    with DirectStore.open(req.db, create=req.write) as store:
+        baselines = store.baselines(
+            [c for _, c, _ in selected],
+            window=resolved.policy.window,
+            baseline=resolved.policy.baseline,
+            exclude_run_id=origin.run_id,
+        )
+        results = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
+        warnings = _rekeys(store, resolved, series, results)
+        # A gate with history proves the series has some; only an all-cold run pays for the query.
+        unseen = not any(r.has_history for r in results) and not store.has_runs(
+            series, exclude_run_id=origin.run_id
+        )
+        required = req.require_history or resolved.policy.require_history
+        notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
+        is_trusted = trusted(results)
+        stored = False
+        if req.write:
+            info = RunInfo(
+                run_id=origin.run_id,
+                test=test,
+                series_key=series,
+                labels=dict(labels),
+                commit=origin.commit,
+                branch=origin.branch,
+                ci_run_id=origin.ci_run_id,
+                ci_run_attempt=origin.ci_run_attempt,
+                url=origin.url,
+                created_at=datetime.now(UTC),
+                gate_trusted=is_trusted,
+                written_by=__version__,
+                write_override=override,
+            )
+            stored = store.write_run(info, _points(results, series, test))
+        return RunReport(
+            test=test,
+            gate_file=resolved.file,
+            series=dict(labels),
+            run=RunSummary(
+                run_id=origin.run_id,
+                commit=origin.commit,
+                branch=origin.branch,
+                url=origin.url,
+                written=stored,
+                already_stored=req.write and not stored,
+                trusted=is_trusted,
+            ),
+            results=results,
+            warnings=warnings,
+            exit_code=EXIT_GATE_FAILED if unseen and required else exit_code(results),
+            store=store.url,
+            enforce_disabled=not req.enforce,
+            notes=notes,
+        )
+
+
+def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    series = f"{test} ({shown})" if shown else test
+    consequence = (
+        "failing: history is required (--require-history / policy.require_history)"
+        if required
+        else "every gate is cold and cannot fail; the first nightly `--write` starts the history"
+    )
+    return f"NOTICE: no stored history for series {series} in {store}: {consequence}"
+
+
+def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
+    """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
+    refusal = write_refusal(resolved.policy.write, ci_job())
+    if refusal is None or override is not None:
+        return
+    raise InputError.at(
+        "--write",
+        f"this job may not write a baseline: {refusal}",
+        hint="a pull request's run must not become history; nightlies on the default branch write. "
+        "Allow more with `policy.write` in base.yaml, or pass --override-write-policy REASON "
+        "(the API's write_override) for a backfill; the reason is stored with the run",
+    )
+
+
+def _rekeys(
+    store: DirectStore, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
+) -> list[RekeyWarning]:
+    """Look for other keys only where a gate has no history at all: the cold ones are few."""
+    with_history = {r.coordinate for r in results if r.has_history}
+    warnings: list[RekeyWarning] = []
+    seen: set[str] = set()
+    for r in results:
+        if r.coordinate in with_history or r.coordinate in seen:
+            continue
+        seen.add(r.coordinate)
+        stored = [
+            OldKey(
+                coordinate=s.spec.coordinate,
+                steps_key=s.spec.steps_key,
+                constraint_key=s.spec.constraint_key,
+                values=s.n_values,
+                trusted_values=s.n_trusted_values,
+                runs=s.n_runs,
+                last_written=s.last_written,
+            )
+            for s in store.coordinates_for(series, r.gate.metric)
+        ]
+        # A sigma band needs two values, not just `min_history`, before it gates again.
+        warnings += rekey_warnings(r.gate, r.coordinate, stored, needed_history(r.gate, test.policy))
+    return warnings
+
+
+def _points(results: Sequence[GateVerdicts], series: str, test: str) -> dict[CoordinateSpec, PointColumns]:
+    """Every selected value, tracked ones included, with its verdict; a missing value stores nothing."""
+    points: dict[CoordinateSpec, PointColumns] = {}
+    for r in results:
+        spec = CoordinateSpec(
+            coordinate=r.coordinate,
+            series_key=series,
+            test=test,
+            metric=r.gate.metric,
+            steps_key=r.gate.steps_key,
+            constraint_key=r.gate.constraint_key,
+        )
+        # The band alone, not the reason: a nightly stores 40,000 of them.
+        stored = r.stored_columns()
+        if len(stored):
+            points[spec] = stored
+    return points
