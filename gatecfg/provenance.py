@@ -121,6 +121,11 @@ def check_name(value: str | None, where: str) -> None:
     too long (`models.name_problem`)."""
     if value is None:
         return
+    if not isinstance(value, str):
+        # The API's arguments are typed str, but nothing stops a caller passing `commit=5`.
+        raise InputError.at(
+            where, f"{shorten(repr(value))} is {type(value).__name__}, not a string", hint="pass it as text"
+        )
     problem = "is empty" if not value.strip() else name_problem(value)
     if problem is not None:
         raise InputError.at(where, f"{shorten(value)!r} {problem}", hint="give a short printable identifier")
