@@ -698,3 +698,366 @@ def test_a_store_on_a_read_only_folder_serves_a_plain_evaluate(
     written = run_cli(*argv, "--record", tmp_path / "r.jsonl", "--write")
     assert written.code == 3  # a write still needs a writable store, and says so
     assert sorted(p.name for p in read_only_folder.iterdir()) == ["h.db"]
+
+
+# --- 9. the bounded readers --------------------------------------------------------------------------------
+
+
+def _evaluate_record(tmp_path: Path, record: str | Path) -> CliResult:
+    gates = tmp_path / "gates"
+    if not gates.exists():
+        _gates(tmp_path, "")
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", record]
+    return run_cli(*argv, "--db", f"sqlite:///{tmp_path / 'h.db'}", "--write")
+
+
+def _special_record(kind: str, path: Path) -> str:
+    import socket
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "fifo-with-a-writer":
+        os.mkfifo(path)
+        # A writer that holds the pipe open and never closes it: a reader that blocked would hang here.
+        os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()
+    elif kind == "dev-zero":
+        return "/dev/zero"
+    elif kind == "link-to-dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "sparse-2gib":
+        with open(path, "wb") as handle:
+            handle.truncate(2 * 1024**3)
+    return str(path)
+
+
+SPECIAL_RECORDS = [
+    ("fifo", "is a named pipe (FIFO), not a record file"),
+    ("fifo-with-a-writer", "is a named pipe (FIFO), not a record file"),
+    ("socket", "is a socket, not a record file"),
+    ("dev-zero", "is a device, not a record file"),
+    ("link-to-dev-zero", "is a device, not a record file"),
+    ("sparse-2gib", "the record file is 2,147.5 MB; gatecfg reads a record file of at most 256.0 MB"),
+]
+
+
+@pytest.mark.parametrize(("kind", "words"), SPECIAL_RECORDS, ids=[c[0] for c in SPECIAL_RECORDS])
+@pytest.mark.parametrize(
+    "suffix", [".jsonl", ".csv", ".json", "tfevents.1"], ids=["jsonl", "csv", "json", "tb"]
+)
+def test_a_record_that_is_no_regular_file_or_too_large_is_refused_before_it_is_read(
+    tmp_path: Path, kind: str, words: str, suffix: str
+) -> None:
+    record = _special_record(kind, tmp_path / f"events.out{suffix}")
+    result = _evaluate_record(tmp_path, record)
+    assert result.code == 2
+    assert f"{record}: error: {words}" in result.err
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_a_fifo_in_a_log_folder_is_refused_not_skipped(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    os.mkfifo(logs / "events.out.tfevents.1")
+    result = _evaluate_record(tmp_path, logs)
+    assert result.code == 2
+    assert "events.out.tfevents.1: error: is a named pipe (FIFO)" in result.err
+
+
+def _event_file(folder: Path, tensors: list[object], tail: bytes = b"") -> Path:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
+
+    folder.mkdir()
+    writer = EventFileWriter(str(folder))
+    scalars = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+    )
+    for step, value in enumerate(tensors):
+        tensor = tensor_util.make_tensor_proto(value)
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag="eval/score", metadata=scalars, tensor=tensor)]
+        )
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0, summary=summary))
+    writer.close()
+    [path] = folder.iterdir()
+    with open(path, "ab") as handle:
+        handle.write(tail)
+    return path
+
+
+def _record_header(length: int) -> bytes:
+    import struct
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    header = struct.pack("<Q", length)
+    return header + struct.pack("<I", masked_crc32c(header))
+
+
+@pytest.mark.parametrize(
+    ("length", "words"),
+    [(2**62, "is truncated"), (2**64 - 1, "is truncated"), (10**9, "is truncated"), (5, "is truncated")],
+    ids=["2^62", "2^64-1", "1e9", "short"],
+)
+def test_a_tensorboard_record_length_past_the_end_of_the_file_is_a_truncated_record(
+    tmp_path: Path, length: int, words: str
+) -> None:
+    pytest.importorskip("tensorboard")
+    path = _event_file(tmp_path / "tb", [0.5], _record_header(length) + b"ab")
+    result = _evaluate_record(tmp_path, tmp_path / "tb")
+    assert result.code == 2
+    assert f"{path}:3: error: event record 3 {words}" in result.err
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("abc", "string"), (b"\x00\x01", "string"), (1 + 2j, "complex"), (True, "boolean")],
+    ids=["str", "bytes", "complex", "bool"],
+)
+def test_a_tensorboard_scalar_that_is_no_number_is_an_error_at_its_record(
+    tmp_path: Path, value: object, kind: str
+) -> None:
+    pytest.importorskip("tensorboard")
+    path = _event_file(tmp_path / "tb", [value])
+    result = _evaluate_record(tmp_path, tmp_path / "tb")
+    assert result.code == 2
+    assert f"{path}:2: error: eval/score: the scalar is a {kind} tensor, not a number" in result.err
+
+
+# --- 10. record formats: duplicates, CSV limits, detection --------------------------------------------------
+
+FORMAT_CASES = [
+    ("wandb-json-duplicate", "w.json", '[{"_step": 0, "eval/score": 9.0, "eval/score": 1.0}]',
+     "w.json:1: error: eval/score: key \"eval/score\" appears twice in one row"),
+    ("wandb-json-duplicate-later-row", "w.json",
+     '[\n  {"_step": 0, "eval/score": 0.5},\n  {"_step": 1,\n   "eval/score": 9.0, "eval/score": 1.0}\n]',
+     "w.json:4: error: eval/score: key \"eval/score\" appears twice"),
+    ("wandb-json-duplicate-step", "w.json", '[{"_step": 0, "_step": 1, "eval/score": 0.5}]',
+     "w.json:1: error: _step: key \"_step\" appears twice in one row"),
+    ("wandb-csv-duplicate-column", "w.csv", "_step,eval/score,eval/score\n0,9.0,1.0\n",
+     "w.csv:1: error: eval/score: column `eval/score` appears twice in the header (columns 2 and 3)"),
+    ("wandb-csv-duplicate-step-column", "w.csv", "_step,_step,eval/score\n0,1,0.5\n",
+     "w.csv:1: error: _step: column `_step` appears twice"),
+    ("wandb-csv-huge-field", "w.csv", "_step,eval/score,note\n0,0.5," + "a" * 200_000 + "\n",
+     "w.csv:2: error: malformed CSV: field larger than field limit (131072)"),
+    ("wandb-csv-nul", "w.csv", "_step,eval/score\n0,0.\x005\n",
+     'w.csv:2: error: eval/score: step 0 (the last logged step) is "0.\\u00005", not a number'),
+    ("jsonl-duplicate", "r.jsonl", '{"_step": 0, "eval/score": 9.0, "eval/score": 1.0}\n',
+     'r.jsonl:1: error: key "eval/score" appears twice in one JSON object'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"), [c[1:] for c in FORMAT_CASES], ids=[c[0] for c in FORMAT_CASES]
+)
+def test_a_record_that_would_lose_a_value_is_an_error_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str, expected: str
+) -> None:
+    _gates(tmp_path, "")
+    (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(
+        "evaluate", "--gates", "gates", "--test", "tests/t_ci.py", "--record", name, "--db", "h.db"
+    )
+    assert result.code == 2
+    assert expected in result.err
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    key=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8).filter(
+        lambda k: k != "_step"
+    ),
+    rows=st.integers(0, 3),
+)
+def test_a_repeated_key_in_any_row_of_a_wandb_export_is_an_error_at_that_row(key: str, rows: int) -> None:
+    from gatecfg.records.formats import _line_of
+
+    good = "".join(f'  {{"_step": {i}, {json.dumps(key)}: 1.0}},\n' for i in range(rows))
+    text = f'[\n{good}  {{"_step": {rows}, {json.dumps(key)}: 9.0, {json.dumps(key)}: 1.0}}\n]'
+    assert _line_of(text, key) == rows + 2
+
+
+def test_a_jsonl_file_that_mentions_brain_event_is_read_as_json_lines(tmp_path: Path) -> None:
+    from gatecfg.records.formats import sniff
+
+    for name, line in {
+        "a.jsonl": '{"_step": 0, "note": "brain.Event:2", "eval/score": 0.5}\n',
+        "b.jsonl": '{"brain.Event:": 1, "_step": 0, "eval/score": 0.5}\n',
+        "c.jsonl": '\n\n{"_step": 0, "x": "........brain.Event:"}\n',
+    }.items():
+        (tmp_path / name).write_text(line)
+        assert sniff(str(tmp_path / name)) == "jsonl", name
+
+
+def test_a_tensorboard_folder_under_a_folder_named_metrics_is_read_as_tensorboard(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from gatecfg.records.formats import sniff
+
+    logs = tmp_path / "metrics" / "runs"
+    logs.parent.mkdir()
+    _event_file(logs, [0.5])
+    assert sniff(str(logs)) == "tensorboard"
+    _gates(tmp_path, "")
+    assert _evaluate_record(tmp_path, logs).code == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=200), st.integers(0, 64))
+def test_no_text_sniffs_as_a_tensorboard_event_file_wherever_it_mentions_brain_event(
+    text: str, at: int
+) -> None:
+    from gatecfg.records.formats import _is_event_file
+
+    data = text.encode("utf-8")
+    head = data[:at] + b"brain.Event:2" + data[at:]
+    assert not _is_event_file(head)
+
+
+# --- 11. API and plugin inputs ----------------------------------------------------------------------------
+
+API_CASES = [
+    ("int-name", {5: [(0, 0.5)]}, {}, "RecordError", "a metric name is 5 (int), not a string"),
+    ("none-name", {None: [(0, 0.5)]}, {}, "RecordError", "a metric name is None (NoneType), not a string"),
+    ("bytes-name", {b"eval/score": [(0, 0.5)]}, {}, "RecordError", "(bytes), not a string"),
+    ("none-points", {"eval/score": None}, {}, "RecordError", "eval/score: the points are None"),
+    ("int-points", {"eval/score": 3}, {}, "RecordError", "the points are 3, not a sequence"),
+    ("str-points", {"eval/score": "0.5"}, {}, "RecordError", "the points are '0.5', not a sequence"),
+    ("dict-points", {"eval/score": {0: 0.5}}, {}, "RecordError", "not a sequence of (step, value) pairs"),
+    ("none-point", {"eval/score": [None]}, {}, "RecordError", "point 1 is None, not a (step, value) pair"),
+    ("triple", {"eval/score": [(0, 1, 2)]}, {}, "RecordError", "not a (step, value) pair"),
+    ("fractional-step", {"eval/score": [(0.5, 0.5)]}, {}, "RecordError", "step is 0.5, not a whole number"),
+    ("np-bool-step", {"eval/score": [("np.bool_", 0.5)]}, {}, "RecordError", "not a whole number"),
+    ("np-bool-value", {"eval/score": [(0, "np.bool_")]}, {}, "InputError", "not a number"),
+    ("bool-value", {"eval/score": [(0, True)]}, {}, "InputError", "is true, not a number"),
+    ("complex-value", {"eval/score": [(0, 1j)]}, {}, "InputError", "not a number"),
+    ("commit-int", {"eval/score": [(0, 0.5)]}, {"commit": 5}, "InputError", "--commit: error: 5 is int"),
+    ("run-id-int", {"eval/score": [(0, 0.5)]}, {"run_id": 5}, "InputError", "--run-id: error: 5 is int"),
+    ("branch-bytes", {"eval/score": [(0, 0.5)]}, {"branch": b"main"}, "InputError", "is bytes, not a string"),
+    ("label-int", {"eval/score": [(0, 0.5)]}, {"series": {"gpu": 8}}, "InputError", "8 is int, not a string"),
+    ("gates-int", {"eval/score": [(0, 0.5)]}, {"gates": 5}, "InputError", "gates: error: 5 is int"),
+    ("db-int", {"eval/score": [(0, 0.5)]}, {"db": 5}, "InputError", "db: error: 5 is int"),
+    ("nfd-and-nfc", {"eval/caf\u00e9": [(0, 0.5)], "eval/cafe\u0301": [(0, 0.6)]}, {}, "RecordError",
+     "step 0 is logged twice"),
+]  # fmt: skip
+
+
+def _numpy_values(points: dict[object, object]) -> dict[object, object]:
+    import numpy as np
+
+    def swap(x: object) -> object:
+        return np.bool_(True) if x == "np.bool_" else x
+
+    return {
+        name: [tuple(swap(x) for x in pair) if isinstance(pair, tuple) else pair for pair in pts]
+        if isinstance(pts, list)
+        else pts
+        for name, pts in points.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("points", "kwargs", "error", "words"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES]
+)
+def test_every_bad_api_input_is_an_input_error_with_the_clis_message(
+    tmp_path: Path, points: dict[object, object], kwargs: dict[str, object], error: str, words: str
+) -> None:
+    gates = _gates(tmp_path, "")
+    call: dict[str, object] = {"gates": gates, "db": str(tmp_path / "h.db"), "write": True, **kwargs}
+    with pytest.raises(InputError) as caught:
+        gatecfg.evaluate("tests/t_ci.py", _numpy_values(points), **call)  # type: ignore[arg-type]
+    assert type(caught.value).__name__ == error
+    assert words in str(caught.value)
+    assert not (tmp_path / "h.db").exists()
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["np.float64(2.0)", "np.float32(2.0)", "np.int64(2)", "np.uint8(2)", "2.0"],
+)
+def test_a_whole_number_step_of_any_numeric_type_is_a_step(tmp_path: Path, step: str) -> None:
+    import numpy as np
+
+    gates = _gates(tmp_path, "")
+    (gates / "t.yaml").write_text("test: tests/t_ci.py\ngates:\n  eval/score:\n    steps: [2]\n")
+    given = eval(step, {"np": np})  # the parametrized spellings above
+    report = gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(given, 0.5)]}, gates=gates,
+                              db=str(tmp_path / "h.db"), write=True)  # fmt: skip
+    assert report.run.written
+    assert [v.step for r in report.results for v in r] == [2]
+
+
+def test_a_400_digit_integer_is_judged_as_the_cli_judges_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gates = _gates(tmp_path, "")
+    db = str(tmp_path / "a.db")
+    api = gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, 10**400)]}, gates=gates, db=db, write=True)
+    (tmp_path / "big.jsonl").write_text('{"_step": 0, "eval/score": ' + "1" + "0" * 400 + "}\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", "big.jsonl", "--db", "c.db"]
+    cli = run_cli(*argv, "--write", "--format", "json")
+    assert cli.code == api.exit_code
+    [verdict] = json.loads(cli.out)["verdicts"]
+    assert [v.status for r in api.results for v in r] == [verdict["status"]]
+
+
+def test_the_pytest_plugin_turns_a_bad_metric_name_into_the_clis_message(pytester: pytest.Pytester) -> None:
+    _gates(pytester.path, "")
+    (pytester.path / "gates" / "t.yaml").write_text("test: tests/test_x_ci.py\ngates:\n  eval/score:\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_x_ci.py").write_text(
+        "def test_x(gate_metrics):\n    gate_metrics.log(5, 0, 0.5)\n"
+    )
+    options = ["--gatecfg-gates", "gates", "--gatecfg-db", "h.db"]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *options, "tests")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*gatecfg: <logged metrics>: error: a metric name is 5 (int), not a string*"]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+# --- 12. metric name spellings ----------------------------------------------------------------------------
+
+NFD = "eval/cafe\u0301"
+NFC = "eval/caf\u00e9"
+SPEC = "    steps: last\n    constraint: {rel_down: 0.1}\n"
+
+
+@pytest.mark.parametrize(
+    "gate_file",
+    [
+        f"test: tests/t_ci.py\ngates:\n  {NFD}:\n{SPEC}",
+        f"test: tests/t_ci.py\ngates:\n  {NFC}:\n{SPEC}  {NFD}:\n",
+        f"test: tests/t_ci.py\ngates:\n  eval/score:\n  {NFD}:\n{SPEC}",
+    ],
+    ids=["nfd-alone", "nfc-and-nfd", "nfd-beside-another"],
+)
+def test_a_metric_name_in_decomposed_unicode_is_a_lint_error_naming_its_nfc_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate_file: str
+) -> None:
+    _gates(tmp_path, "")
+    (tmp_path / "gates" / "t.yaml").write_text(gate_file)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "--gates", "gates")
+    assert result.code == 2
+    assert "is spelled in decomposed Unicode" in result.out
+    assert f"write it as `{NFC}` (NFC)" in result.out
+
+
+def test_a_record_that_logs_the_nfd_spelling_feeds_the_nfc_gate(tmp_path: Path) -> None:
+    gates = _gates(tmp_path, "")
+    (gates / "t.yaml").write_text(
+        f"test: tests/t_ci.py\ngates:\n  {NFC}:\n    steps: last\n    constraint: {{rel_down: 0.1}}\n"
+    )
+    report = gatecfg.evaluate(
+        "tests/t_ci.py", {NFD: [(0, 0.5)]}, gates=gates, db=str(tmp_path / "h.db"), write=True
+    )
+    [result] = report.results
+    assert [v.value for v in result] == [0.5]  # not missing

@@ -11,6 +11,7 @@ import math
 import numbers
 import operator
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -280,6 +281,12 @@ class _Builder:
 
     def _add(self, metric: str, step: int, value: object, location: Location) -> None:
         found = self._series.get(metric)
+        if found is None:
+            # One metric, one spelling: a name in decomposed Unicode (NFD) is the NFC name gate files use
+            # (models.MetricName), so both spellings in one record are one metric (a step twice is an error).
+            if not metric.isascii():
+                metric = unicodedata.normalize("NFC", metric)
+            found = self._series.get(metric)
         if found is None:
             found = self._series[metric] = ({}, [], [])
         index, logged, locations = found
