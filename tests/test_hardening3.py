@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CliResult, count, run_cli
@@ -25,6 +26,12 @@ import gatecfg
 from gatecfg.errors import InputError
 from gatecfg.models import WritePolicy
 from gatecfg.write_policy import PULL_REQUEST_EVENTS, check_override, ci_job, write_refusal
+
+
+def _table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pytest.MarkDecorator:
+    """Parametrize over a table whose rows start with their id."""
+    return pytest.mark.parametrize(names, [row[1:] for row in rows], ids=[row[0] for row in rows])
+
 
 # --- 1. the write policy ------------------------------------------------------------------------------------
 
@@ -110,11 +117,7 @@ POLICY_CASES: list[tuple[str, dict[str, str], object, WritePolicy | None, str | 
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("env", "payload", "policy", "words"),
-    [case[1:] for case in POLICY_CASES],
-    ids=[case[0] for case in POLICY_CASES],
-)
+@_table(("env", "payload", "policy", "words"), POLICY_CASES)
 def test_the_write_policy_writes_only_where_the_job_is_established(
     tmp_path: Path, env: dict[str, str], payload: object, policy: WritePolicy | None, words: str | None
 ) -> None:
@@ -330,9 +333,7 @@ YAML_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("text", "where", "words"), [c[1:] for c in YAML_CASES], ids=[c[0] for c in YAML_CASES]
-)
+@_table(("text", "where", "words"), YAML_CASES)
 def test_a_yaml_version_or_tag_gatecfg_would_misread_is_an_error_at_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, where: str, words: str
 ) -> None:
@@ -489,7 +490,7 @@ DSNS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("dsn", "url"), [c[1:] for c in DSNS], ids=[c[0] for c in DSNS])
+@_table(("dsn", "url"), DSNS)
 def test_a_libpq_keyword_dsn_is_the_postgresql_database_it_names(dsn: str, url: str) -> None:
     from gatecfg.settings import db_url
 
@@ -550,9 +551,7 @@ MERGED_LIMITS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("gates", "new", "where", "words"), [c[1:] for c in MERGED_LIMITS], ids=[c[0] for c in MERGED_LIMITS]
-)
+@_table(("gates", "new", "where", "words"), MERGED_LIMITS)
 def test_limits_that_come_through_a_merge_key_are_an_input_error_at_their_line(
     gates: str, new: dict[str, float], where: str, words: str
 ) -> None:
@@ -613,7 +612,7 @@ def _import(tmp_path: Path, csv_text: str | bytes) -> CliResult:
     return run_cli("import", path, "--test", "tests/t_ci.py", "--gates", gates, "--db", db)
 
 
-@pytest.mark.parametrize(("column", "words"), [c[1:] for c in BAD_HEADERS], ids=[c[0] for c in BAD_HEADERS])
+@_table(("column", "words"), BAD_HEADERS)
 def test_a_bad_metric_at_step_header_is_an_error_at_its_cell(tmp_path: Path, column: str, words: str) -> None:
     result = _import(tmp_path, f"run_id,date,commit,{column}\nr1,2024-01-01,c1,0.5\n")
     assert result.code == 2
@@ -852,9 +851,7 @@ FORMAT_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "expected"), [c[1:] for c in FORMAT_CASES], ids=[c[0] for c in FORMAT_CASES]
-)
+@_table(("name", "text", "expected"), FORMAT_CASES)
 def test_a_record_that_would_lose_a_value_is_an_error_at_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str, expected: str
 ) -> None:
@@ -961,9 +958,7 @@ def _numpy_values(points: dict[object, object]) -> dict[object, object]:
     }
 
 
-@pytest.mark.parametrize(
-    ("points", "kwargs", "error", "words"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES]
-)
+@_table(("points", "kwargs", "error", "words"), API_CASES)
 def test_every_bad_api_input_is_an_input_error_with_the_clis_message(
     tmp_path: Path, points: dict[object, object], kwargs: dict[str, object], error: str, words: str
 ) -> None:
