@@ -47,7 +47,7 @@ def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) 
     except FileNotFoundError:
         raise InputError.at(Location(shown), f"{what} not found", hint=hint or None) from None
     except IsADirectoryError:
-        raise InputError.at(Location(shown), f"is a directory, not a {what}", hint=hint or None) from None
+        raise InputError.at(Location(shown), f"is a directory, not {_a(what)}", hint=hint or None) from None
     except (OSError, ValueError) as exc:
         # ValueError: a NUL in the path; ELOOP: a symlink loop; ENXIO: a socket, which cannot be opened.
         mode = _mode(path)
@@ -68,6 +68,10 @@ def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) 
         yield handle
 
 
+def _a(what: str) -> str:
+    return f"an {what}" if what[:1] in "aeiou" else f"a {what}"
+
+
 def _mode(path: Path) -> int | None:
     try:
         return os.stat(path).st_mode
@@ -78,7 +82,7 @@ def _mode(path: Path) -> int | None:
 def _not_regular(shown: str, what: str, mode: int, hint: str) -> InputError:
     return InputError.at(
         Location(shown),
-        f"is {_kind(mode)}, not a {what}: gatecfg reads regular files only",
+        f"is {_kind(mode)}, not {_a(what)}: gatecfg reads regular files only",
         hint=hint or None,
     )
 
@@ -87,7 +91,7 @@ def too_large(shown: str, what: str, size: int | None, limit: int) -> InputError
     told = f"the {what} is {size_text(size)}" if size is not None else f"the {what} is larger than that"
     return InputError.at(
         Location(shown),
-        f"{told}; gatecfg reads a {what} of at most {size_text(limit)}",
+        f"{told}; gatecfg reads {_a(what)} of at most {size_text(limit)}",
         hint="this limit keeps a hostile or runaway file from exhausting the runner (docs/security.md)",
     )
 

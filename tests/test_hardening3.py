@@ -1056,3 +1056,21 @@ def test_a_record_that_logs_the_nfd_spelling_feeds_the_nfc_gate(tmp_path: Path) 
     )
     [result] = report.results
     assert [v.value for v in result] == [0.5]  # not missing
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse-2gib"])
+def test_an_import_export_that_is_no_regular_file_is_refused_before_it_is_read(
+    tmp_path: Path, kind: str
+) -> None:
+    gates = _gates(tmp_path, "")
+    path = _special_record(kind, tmp_path / "export.csv")
+    result = run_cli("import", path, "--test", "tests/t_ci.py", "--gates", gates, "--db", tmp_path / "i.db")
+    expected = {
+        "fifo": f"{path}: error: is a named pipe (FIFO), not an export file",
+        "dev-zero": f"{path}: error: is a device, not an export file",
+        # Under the 8 GB an export may hold, but no line of it is a run: the first is refused at 64 MB.
+        "sparse-2gib": f"{path}:1: error: the line is longer than 64,000,000 bytes",
+    }
+    assert result.code == 2
+    assert expected[kind] in result.err
+    assert not (tmp_path / "i.db").exists()

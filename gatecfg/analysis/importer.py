@@ -30,7 +30,7 @@ import os
 import pickle
 import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +43,13 @@ import orjson
 from gatecfg.errors import InputError, Location
 from gatecfg.models import MAX_STEP
 from gatecfg.records import Column, Record, shorten
+from gatecfg.textio import open_user_file
 
+# An export is streamed a line at a time (its runs spilled to a scratch store), so its size bounds time,
+# not memory: 8 GB is far above a history of years of nightlies.
+MAX_EXPORT_BYTES = 8_000_000_000
+# A line is read whole: one run's values, at most a few MB.
+MAX_LINE_BYTES = 64_000_000
 RESERVED = ("run_id", "date", "commit", "trusted")
 REQUIRED = ("run_id", "date", "commit")
 SINGLE_STEP = 0  # the logged step a single value gets; `steps: last` stores it at step -1 whatever it is
@@ -191,19 +197,12 @@ def _entry(run: ImportedRun, scratch: _Scratch) -> Entry:
     )
 
 
-@contextmanager
-def _open(path: Path, shown: str) -> Iterator[BinaryIO]:
-    hint = "pass a .csv or .jsonl file"
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise InputError.at(Location(shown), "export file not found", hint=hint) from None
-    except IsADirectoryError:
-        raise InputError.at(Location(shown), "is a directory, not a export file", hint=hint) from None
-    except OSError as exc:
-        raise InputError.at(Location(shown), f"cannot read the export file: {exc.strerror or exc}") from None
-    with handle:
-        yield handle
+def _open(path: Path, shown: str) -> AbstractContextManager[BinaryIO]:
+    """The export, once it is known to be a regular file of at most MAX_EXPORT_BYTES (a FIFO, a device
+    or a runaway file is an error, never a hang): it is streamed a line at a time."""
+    return open_user_file(
+        path, shown, what="export file", limit=MAX_EXPORT_BYTES, hint="pass a .csv or .jsonl file"
+    )
 
 
 class _Lines:
@@ -228,10 +227,17 @@ class _Lines:
         if self._peeked is not None:
             peeked, self._peeked = self._peeked, None
             return peeked
-        raw = self._handle.readline()
+        raw = self._handle.readline(MAX_LINE_BYTES + 1)
         if not raw:
             raise StopIteration
         self.number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            # One run is one line: a line this long is no run (a file of NULs, a binary file).
+            raise InputError.at(
+                Location(self._shown, self.number),
+                f"the line is longer than {MAX_LINE_BYTES:,} bytes",
+                hint="an export holds one run per line; the file is binary or damaged",
+            )
         if self.number == 1:
             # Editors and Windows tools may prepend a byte order mark, which is not an error.
             raw = raw.removeprefix(codecs.BOM_UTF8)
