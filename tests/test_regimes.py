@@ -27,7 +27,9 @@ from regimes_grid import (
 from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_scenario
 
 from gatecfg.analysis import changepoints
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect, noise_scale
+from gatecfg.analysis import noise as noise_model
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect
+from gatecfg.analysis.noise import noise_scale
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -67,18 +69,20 @@ def score_grid(shifts: list[float], lengths: list[int], reps: int, seed: int) ->
 
 def test_clear_shifts_are_found_at_their_night_despite_noise_tails_and_outliers() -> None:
     # Shifts of 3 and 5 sigma, regimes of ~10 to ~50 nights, Gaussian and heavy-tailed noise, 0 or 3%
-    # outliers. Measured at this seed: precision 0.98, recall 0.99.
+    # outliers. Measured at this seed: precision 0.98, recall 0.93 (0.99 before the long-run noise scale:
+    # four shifts in fifty nights look like noise that wanders, and a few are now read that way).
     score = score_grid([3.0, 5.0], [10, 20, 50], reps=10, seed=11)
     assert score.precision >= 0.95
-    assert score.recall >= 0.95
+    assert score.recall >= 0.92
 
 
 def test_two_sigma_shifts_over_long_regimes_are_mostly_found() -> None:
     # Measured at this seed: precision 0.91, recall 0.88 (before drifts were told apart: 0.93, 0.92; a run
     # of shifts one way can read as a level turning into a line, see docs/analytics.md's trade-off).
+    # With the long-run noise scale: 0.91, 0.85.
     score = score_grid([2.0], [20, 50], reps=15, seed=12)
     assert score.precision >= 0.9
-    assert score.recall >= 0.85
+    assert score.recall >= 0.83
 
 
 @pytest.mark.parametrize("n", [30, 100, 350], ids=["30-nights", "100-nights", "350-nights"])
@@ -560,7 +564,7 @@ def test_the_public_ruptures_class_finds_what_the_c_search_finds(monkeypatch: py
     rng = np.random.default_rng(28)
     series = 0.3 + 0.01 * np.r_[rng.normal(0, 1, 60), rng.normal(3, 1, 60), rng.normal(1, 1, 80)]
     direct = detect(series)
-    monkeypatch.setattr(changepoints, "_ekcpd_pelt_l2", lambda: changepoints._public_pelt)
+    monkeypatch.setattr(noise_model, "_ekcpd_pelt_l2", lambda: noise_model._public_pelt)
     assert detect(series) == direct
 
 
@@ -582,3 +586,65 @@ def test_the_grid_prices_lines_as_asked() -> None:
     assert _drift_share() >= 0.8
     assert _drift_share("--line-factor", "1000") == 0.0
     assert _drift_share("--line-price", "laplace") >= 0.8
+
+
+def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    """Stationary AR(1) noise around 0.3 (night-to-night innovations of 0.01): no change anywhere."""
+    shocks = rng.normal(0, 0.01, n)
+    out = np.empty(n)
+    out[0] = shocks[0] / np.sqrt(1 - phi**2)
+    for t in range(1, n):
+        out[t] = phi * out[t - 1] + shocks[t]
+    return 0.3 + out
+
+
+@pytest.mark.parametrize(("phi", "share"), [(0.5, 0.9), (0.7, 0.7)])
+def test_autocorrelated_noise_without_a_change_stays_one_regime(phi: float, share: float) -> None:
+    # Real nightly metrics wander: neighbouring nights are alike. Measured at this seed over 50 series of
+    # 300 nights: one regime in 98% (phi 0.5) and 80% (phi 0.7); before the long-run scale, 22% and 0%.
+    rng = np.random.default_rng(25)
+    one = sum(len(detect(_ar1(rng, 300, phi)).starts) == 1 for _ in range(50))
+    assert one / 50 >= share
+
+
+def test_a_shift_in_autocorrelated_noise_is_still_found() -> None:
+    rng = np.random.default_rng(31)
+    series = _ar1(rng, 300, 0.5)
+    series[150:] += 0.15  # 15 innovations, about 9 long-run standard deviations
+    assert detect(series).starts == (0, 150)
+
+
+def test_a_change_is_priced_for_the_coordinates_scanned() -> None:
+    # 2,000 series of 20 nights of noise: 76 with a phantom regime alone, 6 priced for 10,000 coordinates.
+    rng = np.random.default_rng(26)
+    series = [0.3 + 0.01 * rng.normal(0, 1, 20) for _ in range(2000)]
+    alone = sum(len(detect(s).starts) > 1 for s in series)
+    among = sum(len(detect(s, 10_000).starts) > 1 for s in series)
+    assert alone >= 40
+    assert among <= 10
+    shifted = np.r_[np.full(10, 0.3), np.full(10, 0.4)] + 0.01 * rng.normal(0, 1, 20)
+    assert detect(shifted, 10_000).starts == (0, 10)  # a 10-sigma step still shows
+
+
+def test_all_over_many_noisy_steps_flags_none_and_reports_a_shift_once_per_gate(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    rng = np.random.default_rng(32)
+    values = {step: list(1.0 + 0.01 * rng.normal(0, 1, 20)) for step in range(300)}
+    for step in range(5):  # one change of the gate at its first five steps, at night 10
+        values[step] = [v + (0.2 if night >= 10 else 0.0) for night, v in enumerate(values[step])]
+    _store_steps(db, values)
+    gates = _steps_gates(tmp_path)
+    result = run_cli("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db, "--format", "json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    # The five shifted steps, and at most a phantom or two of the 295 noisy ones (per coordinate, ~3% of
+    # 20-night noise series show one unless the change is priced for the 300 scanned).
+    assert doc["scanned"] == 300
+    assert 5 <= doc["shifted"] <= 7
+    [together] = [c for c in doc["coincidences"] if c["commit"] == "c10"]
+    [gate] = together["gates"]
+    assert (gate["metric"], gate["steps"], gate["kinds"]) == ("train/grad_norm", [0, 1, 2, 3, 4], ["level"])
+    assert gate["median_shift_pct"] == pytest.approx(20, abs=2)
+    text = run_cli("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db).out
+    assert "train/grad_norm at 5 steps (0-4), median +20" in text
+    assert "each change priced for the 300 coordinate(s) scanned" in text

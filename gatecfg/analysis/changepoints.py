@@ -15,9 +15,12 @@ constant is tuned to data: each price below is derived from the model, and docs/
    same price (heavy-tailed noise otherwise passes for a change of spread). Each split is then placed at
    the night that best splits the ranks of overlapping pairs' squares between its neighbours (Pettitt's
    rank location of a change).
-2. **Noise scale** of each stretch, `sigma = 1.4826 * MAD(first differences) / sqrt(2)`: differencing
-   cancels the levels, so a handful of shifts cannot inflate it, and the MAD ignores the few large
-   differences that shifts and outliers leave.
+2. **Noise scale** of each stretch, `s = 1.4826 * MAD(first differences) / sqrt(2)` night to night:
+   differencing cancels the levels, and the MAD ignores the few large differences that shifts and
+   outliers leave. A change of level is priced at the **long-run** scale (`noise.long_run_pelt`): real
+   nightly metrics wander, so a regime's mean spreads more than `s` says, and at `s` a stretch without a
+   change splits into many short regimes. Every price below that reads "in units of `sigma^2`" means this
+   long-run scale; the log-variance search of step 1 uses the same long-run treatment of its logs.
 3. **Outliers.** A night further from the median of its 5-night neighbourhood than the universal threshold
    `s * sqrt(2 ln n)` (Donoho & Johnstone 1994: the largest deviation Gaussian noise reaches over `n`
    nights) is replaced by that median before detection. The first night of a new level has its level on
@@ -50,27 +53,30 @@ nights is indistinguishable from outliers, and the outlier step above removes ex
 
 from __future__ import annotations
 
-import functools
-import importlib.machinery
-import importlib.util
 import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
 
+from gatecfg.analysis.noise import (
+    MIN_REGIME,
+    NUMERIC_NOISE,
+    Array,
+    long_run_pelt,
+    long_run_sd,
+    median,
+    noise_scale,
+    outlier_nights,
+    pelt,
+    starting_scale,
+)
 from gatecfg.budget import chi2_upper
 
-MIN_REGIME = 3
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
-# Consistency factor of the MAD for the standard deviation of Gaussian noise (1 / Phi^-1(3/4)).
-MAD_TO_SIGMA = 1.4826
-# Differences below this fraction of the values' magnitude are float rounding (sqrt of machine epsilon).
-NUMERIC_NOISE = float(np.sqrt(np.finfo(np.float64).eps))
 # Bound of a 95% likelihood-ratio interval for the place of a change. Not chi-square(1)'s 3.84: a place is
 # no regular parameter. Around the true place the log-likelihood ratio of the others is a two-sided random
 # walk with drift, whose maximum M has P(M > x) = 1 - (1 - e^-x)^2 (Hinkley 1970, in its Brownian limit);
@@ -88,7 +94,6 @@ SCORE_LRV = 1.543
 # 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
 Kind = Literal["level", "spread", "drift"]
-Array = np.ndarray[Any, np.dtype[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -99,9 +104,10 @@ class Segment:
     stop: int  # exclusive
     kind: Kind  # the first segment: "drift" when it moves along a line, else "level"
     slope: float  # per night; 0 unless a drift
-    scale: float  # the noise scale of its stretch
+    scale: float  # the long-run noise scale of its stretch: what a change of its mean is measured against
     spread_change: bool  # it starts where the noise scale changes
     interval: tuple[int, int]  # the likely nights of its start, inclusive; (0, 0) for the first
+    noise: float = 0.0  # the night-to-night noise scale of its stretch: what a change of spread compares
 
 
 @dataclass(frozen=True)
@@ -118,43 +124,15 @@ class Detection:
         return tuple(s.start for s in self.segments)
 
 
-def noise_scale(values: Array) -> float:
-    """Robust standard deviation of the night-to-night noise (0 for a constant series)."""
-    if values.size < 2:
-        return 0.0
-    diffs = np.diff(values)
-    mad = float(np.median(np.abs(diffs - np.median(diffs))))
-    if mad > 0:
-        return MAD_TO_SIGMA * mad / math.sqrt(2)
-    # More than half the differences are equal (a metric that repeats exact values, such as a count):
-    # fall back to the mean absolute deviation, which is its Gaussian-consistent cousin.
-    mean_abs = float(np.mean(np.abs(diffs - np.median(diffs))))
-    return mean_abs * math.sqrt(math.pi / 2) / math.sqrt(2)
+def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
+    """Regimes of `series` (finite values in time order), one of `coordinates` series scanned together.
 
-
-def _outliers(values: Array) -> tuple[Array, Array]:
-    """Which nights stand out from their neighbourhood, and the neighbourhood's median to stand in.
-
-    The neighbourhood is the `2 * MIN_REGIME - 1` nights around a night, itself included: its median is a
-    normal night's value even beside two outliers in a row, and on the first night of a new level it is
-    the new level (three nights of it against two), so a shift is never taken for an outlier. A night
-    stands out beyond the universal threshold `s * sqrt(2 ln n)`, with `s` the robust (MAD) scale of every
-    night's distance to the median of its neighbours without it: the distance an outlier has.
-    """
-    n = values.size
-    half = MIN_REGIME - 1
-    # Windows centred on each night, padded with NaN so that they shrink at the ends.
-    padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    around = np.nanmedian(windows, axis=1)
-    others = np.nanmedian(np.delete(windows, half, axis=1), axis=1)
-    distance = values - others
-    scale = MAD_TO_SIGMA * float(np.median(np.abs(distance - np.median(distance))))
-    return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around
-
-
-def detect(series: Sequence[float]) -> Detection:
-    """Regimes of `series` (finite values in time order)."""
+    A change costs `3 ln n + 2 ln m` in units of the noise variance over `m` coordinates: MBIC's price
+    for one series, plus what keeps the chance that noise alone opens a regime somewhere among `m` from
+    growing with `m`. A change passes where its likelihood ratio `2 ln LR` exceeds the price, and the
+    tail of that statistic falls as `e^(-x/2)` (chi-square's, and the maximum over places of a
+    chi-square process alike), so `2 ln m` more divides each coordinate's false-alarm rate by `m`:
+    Bonferroni's correction, in the currency of the penalty."""
     values = np.asarray(series, dtype=np.float64)
     n = values.size
     if n < 2 * MIN_REGIME:
@@ -164,7 +142,7 @@ def detect(series: Sequence[float]) -> Detection:
         # Every night-to-night difference is the same up to float rounding: a constant or a noiseless
         # ramp. With no noise to measure a change against, there is no change to report.
         return Detection((_first(n, 0.0),), 0.0, 0.0, ())
-    per_night = MBIC_CHANGE * math.log(n)  # in units of the noise variance
+    per_night = MBIC_CHANGE * math.log(n) + 2 * math.log(max(1, coordinates))  # in noise variances
     stretches, stretch_intervals = _spread_stretches(values, per_night)
     cleaned = values.copy()
     outliers: list[int] = []
@@ -172,7 +150,7 @@ def detect(series: Sequence[float]) -> Detection:
     for start, stop in itertools.pairwise([*stretches, n]):
         part = values[start:stop]
         too_short = part.size < 2 * MIN_REGIME  # no neighbourhood to stand out from
-        outlying, neighbours = (np.zeros(part.size, dtype=bool), part) if too_short else _outliers(part)
+        outlying, neighbours = (np.zeros(part.size, dtype=bool), part) if too_short else outlier_nights(part)
         cleaned[start:stop] = np.where(outlying, neighbours, part)
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
@@ -188,61 +166,6 @@ def _first(n: int, scale: float) -> Segment:
 # --- the search: ruptures' exact C PELT over a sum of squares ------------------------------------------
 
 
-def _pelt(standardised: Array, penalty: float) -> tuple[int, ...]:
-    """Regime starts minimising squared deviations plus `penalty` per change (0 first)."""
-    if standardised.size < 2 * MIN_REGIME:
-        return (0,)
-    path = _ekcpd_pelt_l2()(np.ascontiguousarray(standardised.reshape(-1, 1)), penalty, MIN_REGIME)
-    ends: list[int] = []
-    end = standardised.size
-    while end > 0:
-        ends.append(end)
-        end = int(path[end])
-    return (0, *sorted(ends)[:-1])
-
-
-@functools.cache
-def _ekcpd_pelt_l2() -> Callable[..., Any]:
-    """ruptures' C PELT for the linear kernel (what `KernelCPD(kernel="linear").predict(pen=)` runs).
-
-    `import ruptures` imports every detector and cost, and with them scipy.stats and scipy.spatial: about
-    a second of a `gatecfg regimes` process. The compiled search needs none of it, so its extension module
-    is loaded on its own; should a ruptures release move it, the public class is used instead.
-    """
-    name = "ruptures.detection._detection.ekcpd"
-    package = importlib.util.find_spec("ruptures")
-    if package is None or package.origin is None:
-        return _public_pelt  # which says, when called, that ruptures is missing
-    folder = Path(package.origin).parent / "detection" / "_detection"
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = folder / f"ekcpd{suffix}"
-        spec = importlib.util.spec_from_file_location(
-            name, path, loader=importlib.machinery.ExtensionFileLoader(name, str(path))
-        )
-        if spec is None or spec.loader is None or not path.is_file():
-            continue
-        try:
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            search: Callable[..., Any] = module.ekcpd_pelt_L2
-        except (ImportError, AttributeError):
-            break
-        return search
-    return _public_pelt
-
-
-def _public_pelt(signal: Array, penalty: float, min_size: int) -> list[int]:
-    import ruptures
-
-    ends = ruptures.KernelCPD(kernel="linear", min_size=min_size, jump=1).fit(signal).predict(pen=penalty)
-    path = [0] * (signal.shape[0] + 1)
-    previous = 0
-    for end in ends:
-        path[end] = previous
-        previous = end
-    return path
-
-
 # --- step 1: stretches of one noise scale --------------------------------------------------------------
 
 
@@ -255,7 +178,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     difference does: one near-zero difference in 20 is far below its mean).
     """
     diffs = np.diff(values)
-    if float(np.median(np.abs(diffs))) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
+    if median(np.abs(diffs)) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
         # Half the nights repeat the previous value (a count, a quantised metric): the log of a zero
         # difference carries no scale, and the Gaussian noise model this rests on does not hold.
         return [0], [(0, 0)]
@@ -263,7 +186,7 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     if power.size < 2 * MIN_REGIME:
         return [0], [(0, 0)]
     logs = np.log(np.maximum(power, float(np.min(power[power > 0]))))
-    outlying, neighbours = _outliers(logs)
+    outlying, neighbours = outlier_nights(logs)
     logs = np.where(outlying, neighbours, logs)
     # Neighbouring pairs share a night, so the logs are correlated at lag 1 (and only at lag 1): a
     # segment mean's variance is the long-run variance `g0 + 2 g1`, not `g0`. Both come from lag-1 and
@@ -274,7 +197,10 @@ def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[
     # Never below its value under Gaussian noise (estimated from a few dozen pairs, it can come out low
     # by chance; heavier tails only raise it); sharing a night never makes the logs anticorrelated.
     scale = math.sqrt(max(g0 + 2 * g1, g0, LOG_POWER_LRV))
-    found = _pelt((logs - float(np.median(logs))) / scale, per_night)
+    centred = logs - float(np.add.reduce(logs)) / logs.size
+    if float(np.dot(centred, centred)) <= per_night * scale**2:
+        return [0], [(0, 0)]  # no change of scale could pay its price, at any scale the search would use
+    found = long_run_pelt(logs, scale, per_night)[0]
     blocks = _rank_confirmed(power, list(found), per_night)
     # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
     starts = [0, *(2 * k + 1 for k in blocks[1:])]
@@ -301,15 +227,15 @@ def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[i
     blocks = list(blocks)
     while len(blocks) > 1:
         bounds = [*blocks, power.size]
-        statistics = []
+        tests = []
         for left, at, right in zip(bounds, bounds[1:], bounds[2:], strict=False):
             local = _normal_scores(power[left:right])
             before, after = local[: at - left], local[at - left :]
             squares = float(np.sum((before - before.mean()) ** 2) + np.sum((after - after.mean()) ** 2))
             variance = squares / (local.size - 2) * SCORE_LRV * (1 / before.size + 1 / after.size)
-            statistics.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
-        weakest = int(np.argmin(statistics))
-        if statistics[weakest] > per_night:
+            tests.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
+        weakest = int(np.argmin(tests))
+        if tests[weakest] > per_night:
             break
         del blocks[weakest + 1]
     return blocks
@@ -422,7 +348,8 @@ class _Stretch:
 
     start: int
     stop: int
-    scale: float
+    scale: float  # long-run
+    noise: float  # night to night
     bounds: tuple[int, ...]  # segment starts, the stretch's start first
     drifting: tuple[bool, ...]
     slopes: tuple[float, ...]
@@ -435,13 +362,21 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
     sample)."""
     part = cleaned[start:stop]
     if part.size < 2 * MIN_REGIME or sigma <= NUMERIC_NOISE * float(np.max(np.abs(part))):
-        return _Stretch(start, stop, sigma, (start,), (False,), (0.0,), ((start, start),))
-    starts = _pelt((part - float(np.median(part))) / sigma, per_night)
+        return _Stretch(start, stop, sigma, sigma, (start,), (False,), (0.0,), ((start, start),))
+    noise = sigma
+    centred = part - float(np.add.reduce(part)) / part.size
+    if float(np.dot(centred, centred)) <= per_night * sigma**2:
+        # Every change or line would save at most the whole sum of squares, in units of a scale at least
+        # `sigma`: less than the price of one. The stretch is one level, at the scale the search would
+        # start from (what most of thousands of quiet coordinates scanned by `--all` come to).
+        wide = starting_scale(centred, sigma, max(sigma, long_run_sd(centred)))
+        return _Stretch(start, stop, wide, noise, (start,), (False,), (0.0,), ((start, start),))
+    starts, sigma = long_run_pelt(part, sigma, per_night)
     within = _residual_scale(part, starts)
     if within > sigma:
         sigma = within
-        starts = _pelt((part - float(np.median(part))) / sigma, per_night)
-    y = (part - float(np.median(part))) / sigma
+        starts = pelt((part - median(part)) / sigma, per_night)
+    y = (part - median(part)) / sigma
     sums = _Sums(y)
     blocked = np.zeros(y.size, dtype=bool)
     no_line = np.zeros(y.size + 1)  # prefix counts of `blocked`
@@ -519,6 +454,7 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         start,
         stop,
         sigma,
+        noise,
         tuple(start + b for b in bounds),
         tuple(drifting),
         tuple(slopes),
@@ -675,7 +611,9 @@ def _classify(
             else:
                 kind = "level"
             interval = stretch.intervals[j] if j else stretch_intervals[number]
-            segments.append(Segment(a, b, kind, stretch.slopes[j], stretch.scale, opens_stretch, interval))
+            segments.append(
+                Segment(a, b, kind, stretch.slopes[j], stretch.scale, opens_stretch, interval, stretch.noise)
+            )
     return tuple(segments)
 
 
@@ -695,11 +633,13 @@ def _one_change(cleaned: Array, segments: tuple[Segment, ...], per_night: float)
             i += 1
             continue
         if before and before.kind == "level" and not before.spread_change and low <= before.start <= high:
-            one = replace(before, stop=spread.stop, scale=spread.scale, spread_change=True)
+            one = replace(
+                before, stop=spread.stop, scale=spread.scale, noise=spread.noise, spread_change=True
+            )
             merged[i - 1 : i + 1] = [one]
             i -= 1
         elif after and after.kind == "level" and not after.spread_change and low <= after.start <= high:
-            one = replace(after, scale=spread.scale, spread_change=True)
+            one = replace(after, scale=spread.scale, noise=spread.noise, spread_change=True)
             merged[i - 1 : i + 2] = [replace(merged[i - 1], stop=after.start), one]
         else:
             i += 1

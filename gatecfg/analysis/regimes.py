@@ -109,10 +109,11 @@ class Regimes:
         }
 
 
-def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
-    """Regimes of `nights` (finite values, oldest first)."""
+def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: int = 1) -> Regimes:
+    """Regimes of `nights` (finite values, oldest first), one of `coordinates` series scanned together
+    (each change then priced so that noise over all of them opens as few regimes as over one)."""
     values = [n.value for n in nights]
-    detection = detect(values)
+    detection = detect(values, coordinates)
     bounds = [*detection.starts, len(nights)]
     outliers = set(detection.outliers)
     regimes: list[Regime] = []
@@ -136,20 +137,29 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night]) -> Regimes:
                 n=stop - start,
                 mean=math.fsum(chunk) / len(chunk),
                 median=median,
-                spread=statistics.stdev(chunk) if len(chunk) > 1 else 0.0,
+                spread=_stdev(chunk),
                 shift_abs=shift,
                 shift_pct=None
                 if shift is None or previous is None or previous.median == 0
                 else shift / abs(previous.median) * 100.0,
                 kind=segment.kind,
                 slope=segment.slope if segment.kind == "drift" else None,
-                spread_ratio=_ratio(segment.scale, scales[-1]) if segment.spread_change and scales else None,
+                spread_ratio=_ratio(segment.noise, scales[-1]) if segment.spread_change and scales else None,
                 start_low=segment.interval[0],
                 start_high=segment.interval[1],
             )
         )
-        scales.append(segment.scale)
+        scales.append(segment.noise)
     return Regimes(metric, step, tuple(nights), tuple(regimes), detection)
+
+
+def _stdev(chunk: Sequence[float]) -> float:
+    """Sample standard deviation (0 for one night): two passes in floats, where `statistics.stdev`'s exact
+    fractions cost `regimes --all` seconds over thousands of coordinates for digits no report prints."""
+    if len(chunk) < 2:
+        return 0.0
+    mean = math.fsum(chunk) / len(chunk)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in chunk) / (len(chunk) - 1))
 
 
 def _ratio(scale: float, before: float) -> float | None:
@@ -189,6 +199,26 @@ class Coincidence:
     def metrics(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.metric for s in self.shifts))
 
+    def gates(self) -> list[dict[str, Any]]:
+        """The shifts once per gate (metric), with the steps each spans: one change of a gate that moves
+        the metric at many steps is one finding, not one per step."""
+        by_metric: dict[str, list[Shift]] = {}
+        for s in self.shifts:
+            by_metric.setdefault(s.metric, []).append(s)
+        return [
+            {
+                "metric": metric,
+                "steps": [s.step for s in shifts],
+                "kinds": sorted({s.regime.kind for s in shifts}),
+                "median_shift_pct": _tidy(
+                    statistics.median(pcts)
+                    if (pcts := [s.regime.shift_pct for s in shifts if s.regime.shift_pct is not None])
+                    else None
+                ),
+            }
+            for metric, shifts in by_metric.items()
+        ]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "commit": self.commit,
@@ -197,6 +227,7 @@ class Coincidence:
             "metrics": list(self.metrics),
             "same_commit_as_before": self.same_commit_as_before,
             "shifts": [s.as_json() for s in self.shifts],
+            "gates": self.gates(),
         }
 
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.analysis.changepoints import MIN_REGIME
+from gatecfg.analysis.noise import MIN_REGIME
 from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
 from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
 from gatecfg.band import fmt
@@ -37,22 +37,31 @@ def regimes(
     series = series_key(test, labels)
     chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
     found: list[Regimes] = []
-    with (
-        # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
-        DirectStore.open(db) as store,
-        stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)) as advance,
-    ):
-        for gate in chosen:
-            by_step = gate_nights(store, gate, series)
-            if not scan_all:
+    # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
+    with DirectStore.open(db) as store:
+        if not scan_all:
+            gate = chosen[0]
+            with stage("gatecfg regimes", f"scanning {len(chosen)} gate(s)", total=len(chosen)):
+                by_step = gate_nights(store, gate, series)
                 if not by_step:
                     found.append(find_regimes(gate.metric, step if step is not None else -1, []))
-                    break
-                picked = pick_step(gate, by_step, step)
-                found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
-                break
-            found += [find_regimes(gate.metric, s, analysable(nights)) for s, nights in by_step.items()]
-            advance(1)
+                else:
+                    picked = pick_step(gate, by_step, step)
+                    found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
+        else:
+            stored = []
+            with stage("gatecfg regimes", f"reading {len(chosen)} gate(s)", total=len(chosen)) as advance:
+                for gate in chosen:
+                    stored.append((gate, gate_nights(store, gate, series)))
+                    advance(1)
+            # Every coordinate is one more chance for noise to open a regime: each change is priced for
+            # the number scanned, so that `--all` over thousands stays as quiet as one series.
+            scanned = sum(len(by_step) for _, by_step in stored)
+            with stage("gatecfg regimes", f"scanning {scanned} coordinate(s)", total=scanned) as advance:
+                for gate, by_step in stored:
+                    for s, nights in by_step.items():
+                        found.append(find_regimes(gate.metric, s, analysable(nights), scanned))
+                        advance(1)
     if scan_all:
         print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
     else:
@@ -151,6 +160,9 @@ def _all_text(test: str, found: Sequence[Regimes]) -> str:
         f"{len(found)} coordinate(s), up to {nights} nightlies each; {len(shifted)} shifted; "
         f"{len(together)} commit(s) opened a regime"
     )
+    out.line(
+        f"each change priced for the {len(found)} coordinate(s) scanned, so noise alone rarely opens one"
+    )
     if not together:
         out.line("no shifts: every coordinate holds one level")
         return out.text()
@@ -184,7 +196,8 @@ def _shifts_text(c: Coincidence) -> str:
             continue
         pcts = [pct for _, pct, _ in steps if pct is not None]
         median = statistics.median(pcts) if pcts else None
-        parts.append(f"{metric} at {len(steps)} steps, median {_pct(median)}")
+        span = f"{step_name(min(s for s, _, _ in steps))}-{step_name(max(s for s, _, _ in steps))}"
+        parts.append(f"{metric} at {len(steps)} steps ({span}), median {_pct(median)}")
     return "; ".join(parts)
 
 
@@ -200,5 +213,7 @@ def _all_json(test: str, labels: Mapping[str, str], found: Sequence[Regimes]) ->
             {"metric": r.metric, "step": r.step, "regimes": [x.as_json() for x in r.regimes]} for r in found
         ],
         "coincidences": [c.as_json() for c in coincidences(found)],
+        "scanned": len(found),
+        "shifted": sum(len(r.regimes) > 1 for r in found),
     }
     return json.dumps(document, indent=2) + "\n"

@@ -120,6 +120,8 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
                 image_dir=f"{PAGES}/{slug}",
                 salt=f"{series}|{gate.metric}|{gate.steps_key}",
                 png=png,
+                # The page charts every gate of every series: its regime columns are one scan of them.
+                coordinates=len(test.gates) * len(by_series),
             )
             for gate in test.gates
         ]
@@ -148,11 +150,12 @@ def _gate_view(
     image_dir: str,
     salt: str,
     png: bool,
+    coordinates: int,
 ) -> GateView:
     # A gate over many steps is charted at its last stored step: the end of training shows most.
     step = max(by_step) if by_step else None
     nights = by_step.get(step, []) if step is not None else []
-    found = find_regimes(gate.metric, step, analysable(nights)) if step is not None else None
+    found = find_regimes(gate.metric, step, analysable(nights), coordinates) if step is not None else None
     latest_id = latest.run.run_id if latest else None
     statuses = [n.status for ns in by_step.values() for n in ns if n.run_id == latest_id]
     status = min(statuses, key=STATUS_ORDER.__getitem__) if statuses else "none"
