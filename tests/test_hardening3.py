@@ -1074,3 +1074,20 @@ def test_an_import_export_that_is_no_regular_file_is_refused_before_it_is_read(
     assert result.code == 2
     assert expected[kind] in result.err
     assert not (tmp_path / "i.db").exists()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"CI": "true"}, {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request"}, CIRCLE_FEATURE],
+    ids=["unknown-ci", "github-pr", "circleci-feature"],
+)
+def test_the_demo_seeds_its_own_scratch_store_in_any_ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GATECFG_DB_URL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = run_cli("demo")
+    assert result.code == 0, result.err
+    assert "may not write a baseline" not in result.err
