@@ -1,10 +1,10 @@
 """How much of its budget each statistic of the budget rule spends on clean nights.
 
 The budget rule (gatecfg/budget.py) splits `false_alarm` over its statistics: the mean over all steps,
-the blocks (together), and on AR-like steps the trend and the edges, each share scaled up by the joint
-null where the steps' noise has a model. This judges clean nights, each against the 20 before it, and
-prints per statistic the share of nights on which it alone exceeds its threshold beside its nominal share,
-and the share the whole gate fails (any statistic), with 95% Wilson intervals:
+the blocks (together), on AR-like steps the trend and the edges, and the lone step, each share scaled up
+by the joint null where the steps' noise has a model. This judges clean nights, each against the 20
+before it, and prints per statistic the share of nights on which it alone exceeds its threshold beside
+its nominal share, and the share the whole gate fails (any statistic), with 95% Wilson intervals:
 
     python benchmarks/budget_spending.py [--nights 20000] [--seed 5]
 
@@ -31,7 +31,7 @@ from gatecfg.budget import Null
 Array = np.ndarray
 WINDOW = 20
 ALPHA = 0.01
-STATISTICS = ("mean", "blocks", "trend", "edges")
+STATISTICS = ("mean", "blocks", "trend", "edges", "step")
 
 CASES: tuple[tuple[str, int, Callable[[np.random.Generator, int, int], Array]], ...] = (
     ("ar1", 20, lambda rng, n, m: ar1_noise(rng, n, m, 0.9)),
@@ -49,14 +49,17 @@ def spending(runs: Array) -> tuple[dict[str, int], int, dict[str, float]]:
     for i in range(WINDOW, len(runs)):
         null = Null.of(runs[i - WINDOW : i][::-1].T.copy(), direction="up", alpha=ALPHA, trials=None)
         [(_, side)] = null.sides
-        _, severity, _ = null.statistics(null.standardise(runs[i]), side)
+        severity = null.statistics(null.standardise(runs[i]), side).severity
         fired = severity > 1.0
         blocks = len(null.starts)
         alone["mean"] += bool(fired[0])
         alone["blocks"] += bool(fired[1 : 1 + blocks].any())
+        lone = int(len(runs[i]) > 1)  # the lone step comes last where there is more than one step
         if null.edges:
-            alone["trend"] += bool(fired[-2])
-            alone["edges"] += bool(fired[-1])
+            alone["trend"] += bool(fired[-2 - lone])
+            alone["edges"] += bool(fired[-1 - lone])
+        if lone:
+            alone["step"] += bool(fired[-1])
         gate += bool(fired.any())
         for name, share in zip(STATISTICS, null.budgets, strict=True):
             shares[name] += share

@@ -12,7 +12,13 @@ rule. The same night is then judged again with a regression injected (never ente
 * `k sigma all`: every step shifted by k sigma in the harmful direction (k = 1, 2, 3), sigma the metric's
   clean night-to-night standard deviation at that step (measured on SIGMA_NIGHTS clean nights);
 * `k sigma 10%`: the same on a contiguous block of 10% of the steps at a random position;
-* `drift`: a shift growing linearly from 0 at the first step to 3 sigma at the last.
+* `drift`: a shift growing linearly from 0 at the first step to 3 sigma at the last;
+* `xK step`: one step at a random position multiplied by K (K = 10, 100, 1e6; divided by K where the
+  harmful direction is down), a step that explodes;
+* `k sigma step`: one step at a random position shifted by k sigma (k = 10, 100);
+* `3sd all, absurd night`: the `3 sigma all` night judged against the same window with one of its nights
+  (at random) replaced by 1e300 at every step, the absurd night a broken logger or a unit change writes.
+  The clean night is judged against that window too: `false alarms, absurd night`.
 
 Every rule gives each night a score, and fails it when the score exceeds 1 (its documented default). The
 matched comparison replaces 1 by the score the clean nights exceed 1% of the time, so each rule runs at
@@ -34,7 +40,8 @@ metric), gatecfg's `budget` (gatecfg/budget.py, false_alarm 0.01, the family's h
 
 A peer rule that judges one value is applied at every step; the run fails when any step does (except
 Megatron's, which forgives). `ms/window` is the time a rule takes per window: whatever it computes from the
-window once, and the night judged with each of its 8 variants (clean and 7 regressions).
+window once, and the night judged with each of its variants (clean and every regression), and again
+against the window with an absurd night.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import stdtrit
 
-from gatecfg.budget import MIN_NIGHTS, Direction, Null
+from gatecfg.budget import MIN_NIGHTS, Direction, Null, UnusableWindowError
 from gatecfg.resolve import Policy, ResolvedGate, load_tree
 from gatecfg.select import Selection
 from gatecfg.verdicts import evaluate
@@ -69,7 +76,26 @@ SKYRL_RUNS = 20  # SkyRL's rule looks at the last 20 runs whatever the window
 STEP_COUNTS = (20, 100, 1000)
 SIGMA_NIGHTS = 4000
 MATCHED = 0.01
-REGRESSIONS = ("1sd all", "2sd all", "3sd all", "1sd 10%", "2sd 10%", "3sd 10%", "drift 0-3sd")
+REGRESSIONS = (
+    "1sd all",
+    "2sd all",
+    "3sd all",
+    "1sd 10%",
+    "2sd 10%",
+    "3sd 10%",
+    "drift 0-3sd",
+    "x10 step",
+    "x100 step",
+    "x1e6 step",
+    "10sd step",
+    "100sd step",
+    "3sd all, absurd night",
+)
+STEP_FACTORS = (10.0, 100.0, 1e6)
+STEP_SIGMAS = (10.0, 100.0)
+ABSURD = 1e300  # the value of every step of the absurd night in a window
+# The variants judged against a window with an absurd night: the clean night and `3sd all`.
+ABSURD_ROWS = (0, 3)
 Array = np.ndarray
 
 
@@ -228,7 +254,10 @@ def band_rule(family: Family) -> Callable[[Array, Array], Array]:
 
 def budget_rule(family: Family, alpha: float = 0.01) -> Callable[[Array, Array], Array]:
     def score(window: Array, values: Array) -> Array:
-        null = Null.of(window, direction=family.harmful, alpha=alpha, trials=family.trials)
+        try:
+            null = Null.of(window, direction=family.harmful, alpha=alpha, trials=family.trials)
+        except UnusableWindowError:  # evaluate makes the gate `error`: the CI job goes red, as on a fail
+            return np.full(len(values), np.inf)
         return np.array([null.judge(v).severity for v in values])
 
     return score
@@ -307,7 +336,10 @@ def shipped(gate: ResolvedGate, policy: Policy) -> Callable[[Array, Array], Arra
     checked = [0]
 
     def score(window: Array, values: Array) -> Array:
-        null = Null.of(window, direction=direction, alpha=gate.false_alarm, trials=gate.trials)
+        try:
+            null = Null.of(window, direction=direction, alpha=gate.false_alarm, trials=gate.trials)
+        except UnusableWindowError:  # the gate errs: red, as a failure
+            return np.full(len(values), np.inf)
         found = np.array([null.judge(v).severity for v in values])
         if checked[0] < CHECKED_NIGHTS:  # the arithmetic here is evaluate's: check it on the clean night
             checked[0] += 1
@@ -371,7 +403,24 @@ def variants(family: Family, clean: Array, sigma: Array, rng: np.random.Generato
     rows += [clean + sign * k * sigma for k in (1, 2, 3)]
     rows += [clean + sign * k * sigma * block for k in (1, 2, 3)]
     rows.append(clean + sign * 3.0 * sigma * ramp)
+    step = int(rng.integers(0, m))
+    for factor in STEP_FACTORS:
+        row = clean.copy()
+        row[step] *= factor if family.harmful == "up" else 1.0 / factor
+        rows.append(row)
+    for k in STEP_SIGMAS:
+        row = clean.copy()
+        row[step] += sign * k * sigma[step]
+        rows.append(row)
+    rows.append(clean + sign * 3.0 * sigma)  # judged against the window with an absurd night
     return np.array(rows)
+
+
+def absurd(window: Array, rng: np.random.Generator) -> Array:
+    """The window (steps x nights) with one of its nights at ABSURD on every step."""
+    broken = window.copy()
+    broken[:, int(rng.integers(0, window.shape[1]))] = ABSURD
+    return broken
 
 
 def simulate(
@@ -396,14 +445,25 @@ def simulate(
         if (gates[metric].steps != "last" or m == STEP_COUNTS[0]) and (not only or "shipped" in only):
             rules[f"shipped {metric}"] = shipped(gates[metric], policy)
     scores = {name: np.empty((nights, len(REGRESSIONS) + 1)) for name in rules}
+    absurd_clean = {name: np.empty(nights) for name in rules}  # the clean night against the absurd window
+    last_row = len(REGRESSIONS)  # `3sd all, absurd night`: judged against the absurd window
     seconds = dict.fromkeys(rules, 0.0)
     for i in range(nights):
         window = np.ascontiguousarray(stream[i : i + window_nights][::-1].T)
         night = variants(family, stream[i + window_nights], sigma, rng)
         one = variants(family, stream[i + window_nights, -1:], sigma[-1:], rng)
+        broken = absurd(window, rng)
         for name, rule in rules.items():
             started = time.perf_counter()
-            scores[name][i] = rule(window[-1:], one) if name in last else rule(window, night)
+            with np.errstate(all="ignore"):  # the peers' means and deviations of an absurd night overflow
+                if name in last:
+                    found = rule(window[-1:], one[:last_row])
+                    clean_absurd, absurd_shift = rule(broken[-1:], one[list(ABSURD_ROWS)])
+                else:
+                    found = rule(window, night[:last_row])
+                    clean_absurd, absurd_shift = rule(broken, night[list(ABSURD_ROWS)])
+            scores[name][i] = np.append(found, absurd_shift)
+            absurd_clean[name][i] = clean_absurd
             seconds[name] += time.perf_counter() - started
     result: dict[str, object] = {"family": family.name, "steps": m, "nights": nights}
     rows = {}
@@ -412,9 +472,11 @@ def simulate(
         clean = found[:, 0]
         matched = float(np.quantile(clean, 1.0 - MATCHED, method="higher"))
         fa = int((clean > 1.0).sum())
+        fa_absurd = int((absurd_clean[name] > 1.0).sum())
         rows[label] = {
             "false_alarm": fa / nights,
             "false_alarm_ci": wilson(fa, nights),
+            "false_alarm_absurd": fa_absurd / nights,
             "detect": {r: float((found[:, k + 1] > 1.0).mean()) for k, r in enumerate(REGRESSIONS)},
             "detect_ci": {
                 r: wilson(int((found[:, k + 1] > 1.0).sum()), nights) for k, r in enumerate(REGRESSIONS)
@@ -423,7 +485,8 @@ def simulate(
             "matched_detect": {
                 r: float((found[:, k + 1] > matched).mean()) for k, r in enumerate(REGRESSIONS)
             },
-            # per window: the rule's setup from the window and the 8 variants of the night judged against it
+            # per window: the rule's setup from the window and the night's variants judged against it, twice
+            # (the window as it is, and with an absurd night)
             "ms_per_window": seconds[name] / nights * 1000.0,
         }
     result["rules"] = rows
@@ -530,12 +593,12 @@ def _table(results: list[dict[str, object]], args: argparse.Namespace, elapsed: 
         "False alarms per night at each rule's default (95% Wilson interval), detection at the default, "
         "and detection at a matched 1% false-alarm rate (`@1%`). Detection in %.",
         "",
-        "| family | steps | rule | false alarms % [CI] | "
+        "| family | steps | rule | false alarms % [CI] | false alarms, absurd night | "
         + " | ".join(REGRESSIONS)
         + " | @1%: "
         + " | ".join(REGRESSIONS)
         + " | ms/window |",
-        "|---" * (5 + 2 * len(REGRESSIONS)) + "|",
+        "|---" * (6 + 2 * len(REGRESSIONS)) + "|",
     ]
     for cell in results:
         rules = cell["rules"]
@@ -544,7 +607,7 @@ def _table(results: list[dict[str, object]], args: argparse.Namespace, elapsed: 
             lo, hi = row["false_alarm_ci"]
             lines.append(
                 f"| {cell['family']} | {cell['steps']} | {name} | {_pct(row['false_alarm'])} "
-                f"[{_pct(lo)}, {_pct(hi)}] | "
+                f"[{_pct(lo)}, {_pct(hi)}] | {_pct(row['false_alarm_absurd'])} | "
                 + " | ".join(_pct(row["detect"][r]) for r in REGRESSIONS)
                 + " | "
                 + " | ".join(_pct(row["matched_detect"][r]) for r in REGRESSIONS)

@@ -20,8 +20,9 @@ at or under 1%. Measured with the defaults: the rule before the joint null 0.27-
 0.27-0.87%; a trend threshold from the AR(1) model's unit spread instead of the past nights' measured
 one (tried for the 20-step AR(1) drift of issue 12, which it lifts from 42% to 53% at a matched 1%)
 0.33-1.53%: `walk` at 20 steps 1.53% [1.0, 2.3], `ar1+shift0.3` at 100 steps 1.33% [0.9, 2.1]; dropped.
-The trend's spread pooled from its jumps' autocovariance at every lag (shipped, `_trend_spread`), with
-`--nights 4000`: 0.28-0.80% (0.23-0.78% with the past nights' trend scores, side by side).
+The trend's spread pooled from its jumps' autocovariance at every lag (shipped,
+`correlated.trend_spread`), with `--nights 4000`: 0.28-0.80% (0.23-0.78% with the past nights' trend
+scores, side by side).
 """
 
 from __future__ import annotations

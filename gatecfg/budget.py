@@ -38,13 +38,13 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    AR-like noise CORRELATED_SHARES: half to the mean, the rest evenly to the blocks, the trend and the
    edges (few independent values: the mean carries most of what the run says, and a block needs little
    budget to show its edges). The trend's spread is not its n past scores' but the one its jumps'
-   autocovariance gives, every lag pooled over every step and night (`_trend_spread`), its quantile a t of
-   the jumps' count of degrees of freedom (the t quantile of 19 nights is 11-14% wider at the trend's
-   share; a ramp is what 20 AR-like steps show least). The blocks' share is divided not by their count but
-   by the number of independent tests they are worth (Li and Ji's eigenvalue count on their correlation
-   across the past nights): overlapping blocks, and steps tied by AR noise or a shared shift, are fewer
-   tests than blocks. Block statistics share one pooled spread, with the degrees of freedom of as many
-   blocks as that correlation leaves independent.
+   autocovariance gives, every lag pooled over every step and night (`correlated.trend_spread`), its
+   quantile a t of the jumps' count of degrees of freedom (the t quantile of 19 nights is 11-14% wider at
+   the trend's share; a ramp is what 20 AR-like steps show least). The blocks' share is divided not by
+   their count but by the number of independent tests they are worth (Li and Ji's eigenvalue count on
+   their correlation across the past nights): overlapping blocks, and steps tied by AR noise or a shared
+   shift, are fewer tests than blocks. Block statistics share one pooled spread, with the degrees of
+   freedom of as many blocks as that correlation leaves independent.
 5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
    the split is scaled up, every share alike, until the statistics' joint null under that model spends
    the whole budget (`_joint_scale`, cached per shape; it replaces the Li-Ji count there): the mean, the
@@ -68,21 +68,22 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg import correlated, distributions, standardise
+from gatecfg.models import MinChange
+from gatecfg.standardise import Space
+
 Direction = Literal["up", "down", "both"]
-Space = Literal["linear", "log", "binomial"]
-Kind = Literal["mean", "edges", "trend"]
+Kind = Literal["mean", "edges", "trend", "step"]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 MIN_NIGHTS = 5  # a leave-one-out spread from fewer past nights is meaningless; below this the gate is cold
 CLIP_Z = 5.0  # one step moves a many-step statistic by at most this many of its scales
-OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 BLOCK_SHARE = 0.1  # a block is a tenth of the steps
 # The share of the budget spent on the mean over all steps; the rest goes to the scans. The mean's power
 # saturates early (a 2 sigma shift of 20 steps is caught at any share), a narrow block's does not.
@@ -94,16 +95,9 @@ EDGES_RHO = 0.5  # neighbouring steps this correlated (or more) are scanned for 
 # every step is the mean's to find, and a block's edges stand out far enough to need little
 # (docs/calibration.md).
 CORRELATED_SHARES = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
-JUMP_CLIP = 2.0  # a whitened jump counts at most this much in the trend (a clean one passes 2 once in 44)
-# The trend's spread pools its jumps over steps and nights (`_trend_spread`): its degrees of freedom are
-# capped here, where the t quantile is within 1.5% of the normal one at the trend's share (conservative,
-# and the exact quantile costs time in proportion to them).
-TREND_DF_MAX = 200
-RHO_MAX = 0.95  # whitening by a nearer-1 estimate would divide by almost nothing
 # Block statistics share one pooled spread; its degrees of freedom are capped, since neighbouring blocks
 # of one night are correlated and do not each bring n - 1 independent ones.
 POOLED_DF_BLOCKS = 4
-MAD_TO_SD = 1.4826
 # The joint null (`_joint_scale`): per RHO_BUCKET of rho, JOINT_NIGHTS draws of the statistics of a clean
 # night from one fixed seed.
 RHO_BUCKET = 0.05
@@ -115,6 +109,22 @@ BINOMIAL_CHECK = 0.01
 MEAN_CHECK = 0.05
 JOINT_NIGHTS = 20000
 JOINT_SEED = 12
+# The lone step (`kind` "step"): one step on its own, unclipped in the harmful direction. It gets
+# STEP_SHARE of the budget, taken off the others'. It fails a step that is an explosion, at least
+# STEP_FLOOR of its scales out or, for a positive metric judged in logs, STEP_RATIO times its median,
+# and beyond what the window's own nights did: the largest step any past night showed, times the
+# factor a tail fitted to the nights' largest steps gives for that share (at least 1, at most
+# STEP_MARGIN_MAX, so that a step far beyond every spike the metric has shown fails whatever its tail).
+# The floors are what a window that has not shown this metric's spikes yet cannot tell: a gradient norm
+# that spikes 3-10x on 0.5% of its steps goes 20 nights without a spike about once in seven windows at
+# 20 steps (docs/calibration.md, "A step that explodes").
+STEP_SHARE = 0.05
+STEP_FLOOR = 15.0
+STEP_RATIO = 20.0
+STEP_MARGIN_MAX = 3.0
+# A fired statistic over several steps blames, among its steps, those beyond their own noise: a clean
+# step among them with probability at most this (docs/evaluate.md, "Which steps fail").
+ATTRIBUTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,11 @@ class Decision:
     pct: float | None  # mean relative change of those steps against their baselines, percent
     kind: Kind = "mean"
     rho: float = 0.0  # the correlation of neighbouring steps measured on the window
+    # In the metric's units, per step: its night-to-night spread, and on each judged side the edge
+    # beyond which that step alone fails (None for a side not judged).
+    spread: FloatArray | None = None
+    lo: FloatArray | None = None
+    hi: FloatArray | None = None
 
     @property
     def fired(self) -> bool:
@@ -156,10 +171,17 @@ def decide(
     direction: Direction,
     alpha: float,
     trials: int | None = None,
+    min_change: MinChange | None = None,
 ) -> Decision:
     """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
-    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS)."""
-    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values)
+    values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS). With `min_change`
+    a step's change counts only beyond it."""
+    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values, min_change)
+
+
+class UnusableWindowError(ValueError):
+    """The window cannot be judged against (its values overflow, or its spreads are not finite): the gate
+    errs, saying so, rather than pass or fail on arithmetic that went wrong."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +191,25 @@ class _Side:
     # when scanned the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
+    # How far (in scales) a lone step must go: beyond the largest step of the past nights (`largest`,
+    # with the step's noise quantile), and to count as an explosion by scales alone, `lone` (the largest
+    # times a margin, at least STEP_FLOOR); inf for a single step (the mean over all steps is that step).
+    largest: float
+    lone: float
+
+
+@dataclass(frozen=True)
+class _Night:
+    """Tonight's statistics on one side, in the order of that side's thresholds (the mean over all steps,
+    each block, then the trend and the edges when scanned, then the lone step's largest), how far each
+    went toward its threshold (`severity`, 1 at the threshold), their steps and thresholds, and every
+    step's severity as a lone step (`lone`, empty for a single step)."""
+
+    stats: FloatArray
+    severity: FloatArray
+    ranges: list[tuple[int, int]]
+    thresholds: FloatArray
+    lone: FloatArray
 
 
 @dataclass(frozen=True)
@@ -188,27 +229,49 @@ class Null:
     rho: float
     edges: bool  # scanned for a block's edges and a trend too (rho >= EDGES_RHO)
     sides: tuple[tuple[Literal["up", "down"], _Side], ...]
-    # Per direction, the budget of the mean over all steps, the blocks (together), the trend and the edges.
-    budgets: tuple[float, float, float, float]
+    # Per direction, the budget of the mean over all steps, the blocks (together), the trend, the edges
+    # and the lone step.
+    budgets: tuple[float, float, float, float, float]
 
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+        """The window's null; UnusableWindowError when its arithmetic does not hold (values that overflow)."""
+        with np.errstate(all="ignore"):
+            try:
+                null = cls._of(history, direction=direction, alpha=alpha, trials=trials)
+            except np.linalg.LinAlgError as exc:
+                raise UnusableWindowError(f"the window's statistics cannot be computed ({exc})") from None
+        finite = [null.scale, null.centre, np.array([null.rho])]
+        finite += [side.thresholds for _, side in null.sides]
+        if not all(np.isfinite(x).all() for x in finite):
+            raise UnusableWindowError(
+                "the window's values are too large to standardise (their spreads are not finite numbers); "
+                "untrust the runs that logged them or re-key the gate"
+            )
+        return null
+
+    @classmethod
+    def _of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
         m, n = history.shape
-        space: Space = "binomial" if trials is not None else _space(history)
+        space: Space = "binomial" if trials is not None else standardise.space_of(history)
         raw_loc = np.median(history, axis=-1)
-        history = _transform(history, space, trials)
-        floor = _binomial_scale(trials) if trials is not None else 0.0
-        loc, spread = _location_spread(history)
-        scale = _floored(loc, spread, floor)
+        history = standardise.transform(history, space, trials)
+        floor = standardise.binomial_scale(trials) if trials is not None else 0.0
+        loc, spread = standardise.location_spread(history)
+        scale = standardise.floored(loc, spread, floor)
         # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
         others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
-        loo_loc, loo_scale = _location_scale(history[:, others], floor)
+        loo_loc, loo_scale = standardise.location_scale(history[:, others], floor)
         z_past = (history - loo_loc) / loo_scale  # m x n
         starts, width = _blocks(m)
         clip = CLIP_Z if m > 1 else math.inf
-        rho = _neighbour_correlation(np.clip(z_past, -clip, clip))
+        rho = correlated.neighbour_correlation(np.clip(z_past, -clip, clip))
         edges = rho >= EDGES_RHO and m >= 3
         directions = sides(direction)
+        # The lone step's share comes off the others' (with one step the mean over all steps is that step).
+        lone_share = STEP_SHARE if m > 1 else 0.0
+        a_step = alpha * lone_share / len(directions)
+        alpha = alpha * (1.0 - lone_share)
         inflate = math.sqrt(1.0 + 1.0 / n)
         blocks = len(starts)
         shares = _shares(edges, blocks > 0)
@@ -228,25 +291,25 @@ class Null:
             else 1.0
         )
         per_side = alpha / len(directions) * scale_up
-        a_all, a_blocks, a_trend, a_edges = budgets = (
-            per_side * shares[0],
-            per_side * shares[1],
-            per_side * shares[2],
-            per_side * shares[3],
-        )
+        a_all, a_blocks, a_trend, a_edges = (per_side * share for share in shares)
+        budgets = (a_all, a_blocks, a_trend, a_edges, a_step)
         # With `trials` the binomial noise of every step is known, if the window agrees: the steps' own
         # spreads, pooled, no larger than it beyond chance (each side then checks its statistics too).
         # Under AR-like noise the steps are not independent draws: measured spreads as before.
         binomial = (
             trials is not None
             and not edges
-            and float(np.mean(spread**2)) <= (floor * _chi_upper(m * (n - 1))) ** 2
+            and float(np.mean(spread**2))
+            <= (floor * distributions.chi_upper(m * (n - 1), BINOMIAL_CHECK)) ** 2
         )
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
+            largest, lone = _lone_thresholds(sign * z_past, a_step / m, n) if m > 1 else (math.inf, math.inf)
             z = np.clip(sign * z_past, -clip, clip)
-            matrix = _statistics(z, starts, width, spikes=trials is None)  # statistics x nights
+            # Statistics x nights, each statistic's extreme nights clipped like a step's extreme values:
+            # one absurd night in the window must not widen every threshold out of reach.
+            matrix = standardise.clip_outliers(_statistics(z, starts, width, spikes=trials is None))
             ranges = [(0, m - 1)] + [(int(s), int(s) + width - 1) for s in starts]
             centre = matrix.mean(axis=1)
             spread = np.maximum(matrix.std(axis=1, ddof=1), 1e-12)
@@ -271,7 +334,9 @@ class Null:
             loo = math.sqrt((1.0 + math.pi / (2.0 * (n - 1))) / (1.0 + math.pi / (2.0 * n))) * inflate
             # A mean over all steps that moves more than coins do (a shift shared by a night) rules the
             # known spreads out for the whole gate.
-            if known is not None and measured[0] > known[0] * loo * _chi_upper(n - 1, MEAN_CHECK):
+            if known is not None and measured[0] > known[0] * loo * distributions.chi_upper(
+                n - 1, MEAN_CHECK
+            ):
                 known = None
             thresholds = [
                 c
@@ -279,39 +344,47 @@ class Null:
                     a,
                     df,
                     x,
-                    None if known is None or x > known[k] * loo * _chi_upper(df) else float(known[k]),
+                    None
+                    if known is None or x > known[k] * loo * distributions.chi_upper(df, BINOMIAL_CHECK)
+                    else float(known[k]),
                 )
                 for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
             ]
             if edges:
                 # The trend's spread pooled over steps and nights, the edges' measured on the nights.
-                edge = _edges(z, rho, n - 1)[0]
+                edge = standardise.clip_outliers(correlated.edges_score(z, rho, n - 1)[0])
                 for score, a_scan, (spread_scan, df) in (
-                    (_trend(z, rho), a_trend, _trend_spread(z, rho)),
+                    (
+                        standardise.clip_outliers(correlated.trend(z, rho)),
+                        a_trend,
+                        correlated.trend_spread(z, rho),
+                    ),
                     (edge, a_edges, (float(edge.std(ddof=1)), n - 1)),
                 ):
                     centre = np.append(centre, score.mean())
                     ranges.append((0, m - 1))
-                    quantile = _t_quantile(a_scan, df)
+                    quantile = distributions.t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
-            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds))))
+            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), largest, lone)))
         return cls(
             raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
         )
 
-    def judge(self, values: FloatArray) -> Decision:
+    def judge(self, values: FloatArray, min_change: MinChange | None = None) -> Decision:
         m = len(values)
-        z_now = self.standardise(values)
+        with np.errstate(over="ignore"):  # a step far beyond a tiny scale is an infinite z: it fails
+            z_now = self.standardise(values if min_change is None else self.beyond(values, min_change))
         best: Decision | None = None
-        # The steps reported failing: those of every block that fired (a sustained shift alone: all).
         failing = np.zeros(m, bool)
+        edges: dict[str, FloatArray] = {}
         for side, null in self.sides:
-            stats, severity, ranges = self.statistics(z_now, null)
-            fired = np.flatnonzero(severity > 1.0)
-            for first, last in [ranges[k] for k in fired if k > 0] or [ranges[k] for k in fired]:
-                failing[first : last + 1] = True
-            k = int(np.argmax(severity))
-            if best is None or severity[k] > best.severity:
+            night = self.statistics(z_now, null)
+            failing |= self._attributed(null.sign * z_now, night)
+            alone = self.lone_limits(null) if m > 1 else null.thresholds[:1]
+            edges[side] = self.in_units(self.centre + null.sign * alone * self.scale)
+            ranges = night.ranges
+            k = int(np.argmax(night.severity))
+            if best is None or night.severity[k] > best.severity:
                 first, last = ranges[k]
                 loc = self.loc
                 best = Decision(
@@ -322,36 +395,105 @@ class Null:
                     direction=side,
                     first=first,
                     last=last,
-                    distance=float(stats[k]),
-                    threshold=float(null.thresholds[k]),
+                    distance=float(night.stats[k]),
+                    threshold=float(night.thresholds[k]),
                     nights=self.nights,
-                    severity=float(severity[k]),
+                    severity=float(night.severity[k]),
                     pct=_pct(values[first : last + 1], loc[first : last + 1]),
-                    kind=_kind(self.edges, k, len(stats)),
+                    kind=_kind(self.edges, k, len(night.stats), lone=m > 1),
                     rho=self.rho,
                 )
         assert best is not None  # at least the mean over all steps in one direction
-        return dataclasses.replace(best, failing=failing)
+        spread = np.abs(self.in_units(self.centre + self.scale) - self.in_units(self.centre - self.scale)) / 2
+        return dataclasses.replace(
+            best, failing=failing, spread=spread, lo=edges.get("down"), hi=edges.get("up")
+        )
 
-    def statistics(
-        self, z_now: FloatArray, null: _Side
-    ) -> tuple[FloatArray, FloatArray, list[tuple[int, int]]]:
-        """Tonight's statistics on one side (`z_now`: each judged step's standardised value), in the order
-        of that side's thresholds (the mean over all steps, each block, then the trend and the edges when
-        scanned), how far each went toward its threshold (`severity`, 1 at the threshold) and their steps."""
-        now = np.clip(null.sign * z_now, -self.clip, self.clip)[:, None]
+    def beyond(self, values: FloatArray, min_change: MinChange) -> FloatArray:
+        """Each step moved toward its baseline median by its minimum change (and no further): a change
+        within it counts as none, a larger one only for what exceeds it. The statistics then see a step
+        as moved only beyond its noise and beyond the minimum (a deterministic metric's constant window
+        has no noise: there the minimum alone decides)."""
+        least = np.maximum(
+            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
+        )
+        change = values - self.loc
+        moved: FloatArray = self.loc + np.sign(change) * np.maximum(np.abs(change) - least, 0.0)
+        return moved
+
+    def in_units(self, transformed: FloatArray) -> FloatArray:
+        """Values of the space the steps are judged in, back in the metric's units."""
+        with np.errstate(over="ignore"):
+            if self.space == "log":
+                return np.asarray(np.exp(transformed), np.float64)
+            if self.space == "binomial":
+                assert self.trials is not None
+                angle = np.clip(transformed, 0.0, math.pi / 2.0)
+                share = (np.sin(angle) ** 2 * (self.trials + 0.75) - 0.375) / self.trials
+                return np.asarray(np.clip(share, 0.0, 1.0), np.float64)
+        return transformed
+
+    def _attributed(self, harmful: FloatArray, night: _Night) -> BoolArray:
+        """The steps a night's fired statistics blame (`harmful`: each step's z, harmful direction up):
+        every step that exploded on its own, and within the steps of the statistics over several steps
+        that fired (the blocks, the edges' block or the trend where any fired, else the mean's: all), the
+        steps that moved beyond their own noise: past their t quantile at ATTRIBUTION split over those
+        steps, so that a clean step among them is blamed with probability at most ATTRIBUTION. Where none
+        did on its own, the one that moved most: a fired gate always names a step."""
+        m = len(harmful)
+        blamed = night.lone > 1.0 if len(night.lone) else np.zeros(m, bool)
+        several = len(night.severity) - (len(night.lone) > 0)  # the lone step's entry comes last
+        fired = np.flatnonzero(night.severity[:several] > 1.0).tolist()
+        covered = np.zeros(m, bool)
+        for first, last in [night.ranges[k] for k in fired if k > 0] or [night.ranges[k] for k in fired]:
+            covered[first : last + 1] = True
+        if covered.any():
+            count = int(covered.sum())
+            edge = distributions.t_quantile(ATTRIBUTION / count, self.nights - 1) * math.sqrt(
+                1.0 + math.pi / (2.0 * self.nights)
+            )
+            moved = covered & (harmful > edge)
+            if not moved.any():
+                moved[int(np.argmax(np.where(covered, harmful, -np.inf)))] = True
+            blamed |= moved
+        return blamed
+
+    def statistics(self, z_now: FloatArray, null: _Side) -> _Night:
+        """Tonight's statistics on one side (`z_now`: each judged step's standardised value)."""
+        harmful = null.sign * z_now
+        now = np.clip(harmful, -self.clip, self.clip)[:, None]
         stats = _statistics(now, self.starts, self.width, spikes=self.trials is None)[:, 0]
         ranges = list(null.ranges)
         if self.edges:
-            score, first_edge, last_edge = _edges(now, self.rho, self.nights - 1)
-            stats = np.append(stats, [_trend(now, self.rho)[0], score[0]])
+            score, first_edge, last_edge = correlated.edges_score(now, self.rho, self.nights - 1)
+            stats = np.append(stats, [correlated.trend(now, self.rho)[0], score[0]])
             ranges[-1] = (int(first_edge[0]), int(last_edge[0]))
         severity = (stats - null.centres) / (null.thresholds - null.centres)
-        return stats, severity, ranges
+        thresholds = null.thresholds
+        lone = np.empty(0)
+        if len(z_now) > 1:
+            limits = self.lone_limits(null)
+            lone = harmful / limits
+            k = int(np.argmax(lone))
+            stats, severity = np.append(stats, harmful[k]), np.append(severity, lone[k])
+            thresholds = np.append(thresholds, limits[k])
+            ranges.append((k, k))
+        return _Night(stats, severity, ranges, thresholds, lone)
+
+    def lone_limits(self, null: _Side) -> FloatArray:
+        """How far each step must go on its own (in its scales, harmful direction up) to fail: beyond every
+        step of the past nights and its noise quantile (`null.largest`), and an explosion: `null.lone`
+        scales (the largest past step times its tail's margin, at least STEP_FLOOR) or, for a metric
+        judged in logs, STEP_RATIO times its median, whichever is nearer."""
+        explosion = np.full(len(self.scale), null.lone)
+        if self.space == "log":
+            explosion = np.minimum(explosion, math.log(STEP_RATIO) / self.scale)
+        limits: FloatArray = np.maximum(explosion, null.largest)
+        return limits
 
     def standardise(self, values: FloatArray) -> FloatArray:
         """Each judged step's distance from its baseline in its scales, in the space it is judged in."""
-        return (_transform(values, self.space, self.trials) - self.centre) / self.scale
+        return (standardise.transform(values, self.space, self.trials) - self.centre) / self.scale
 
 
 def _binomial_spreads(
@@ -370,23 +512,8 @@ def _quantile(upper: float, df: int, spread: float, known: float | None) -> floa
     """How far above its centre a statistic fails: its Student t quantile times its spread measured on
     the past nights (`df` degrees of freedom), or with a `known` spread the normal quantile times that."""
     if known is None:
-        return _t_quantile(upper, df) * spread
-    return _NORMAL.inv_cdf(1.0 - upper) * known
-
-
-def chi2_upper(df: int, level: float) -> float:
-    """Chi-square's upper `level` point with `df` degrees of freedom, by Wilson and Hilferty's (1931) cube
-    root normal approximation: within 0.5% of the exact value from 4 degrees of freedom, within 3% at 1
-    (scipy.stats would cost a command a second of imports for it)."""
-    c = 2.0 / (9.0 * df)
-    return df * (1.0 - c + _NORMAL.inv_cdf(1.0 - level) * math.sqrt(c)) ** 3
-
-
-@cache
-def _chi_upper(df: int, level: float = BINOMIAL_CHECK) -> float:
-    """sqrt(chi2 / df) at its upper `level` point: a spread with df degrees of freedom exceeds the true
-    one by this factor with probability `level`."""
-    return math.sqrt(chi2_upper(df, level) / df)
+        return distributions.t_quantile(upper, df) * spread
+    return distributions.NORMAL.inv_cdf(1.0 - upper) * known
 
 
 def _shares(edges: bool, blocks: bool) -> tuple[float, float, float, float]:
@@ -438,7 +565,7 @@ def _joint_scale(
         # draws with any failure instead rests the whole rate on a hundred-odd draws in the tail, and
         # moved the scale by 10-20% from one rho bucket to the next.
         shares_up = scale_up * target * w
-        q = np.array([_NORMAL.inv_cdf(1.0 - x) for x in shares_up[: len(u)]])
+        q = np.array([distributions.NORMAL.inv_cdf(1.0 - x) for x in shares_up[: len(u)]])
         failing = (u > q[:, None]).sum(axis=0)
         return float(shares_up.sum() - np.mean(np.maximum(failing - 1, 0)))
 
@@ -465,7 +592,7 @@ def _gaussian_statistics(
     for row, start in enumerate(starts, start=1):
         weights[row, start : start + width] = 1.0 / width
     if trend:  # the whitened ramp's projection of the whitened steps, as weights on the steps
-        weights[-1] = _unit_ramp(m, rho) @ _whiten(np.eye(m), rho)
+        weights[-1] = correlated.unit_ramp(m, rho) @ correlated.whiten(np.eye(m), rho)
     lags = np.abs(np.subtract.outer(np.arange(m), np.arange(m)))
     covariance = weights @ (rho**lags if rho > 0 else np.eye(m)) @ weights.T
     sd = np.sqrt(np.diag(covariance))
@@ -475,11 +602,43 @@ def _gaussian_statistics(
     return draws
 
 
-def _kind(edges: bool, k: int, count: int) -> Kind:
-    """Which statistic the k-th of `count` is: the trend and the edges come last when scanned."""
+def _kind(edges: bool, k: int, count: int, *, lone: bool) -> Kind:
+    """Which statistic the k-th of `count` is: the trend and the edges come after the blocks when
+    scanned, the lone step last when judged."""
+    if lone:
+        if k == count - 1:
+            return "step"
+        count -= 1
     if edges and k == count - 1:
         return "edges"
     return "trend" if edges and k == count - 2 else "mean"
+
+
+def _lone_thresholds(z: FloatArray, level: float, nights: int) -> tuple[float, float]:
+    """How far a lone step must go, in its scales, given the past nights of `z` (steps x nights,
+    standardised leave-one-out, harmful direction up, unclipped), at `level` per step: beyond what they
+    showed, and (the second number) to be an explosion by its scales alone.
+
+    Beyond what they showed: the step's noise quantile (Student t of nights - 1 degrees of freedom: its
+    scale is measured on the other nights; sqrt(1 + pi / 2n) for the median it is measured from), and
+    the largest step of any past night: night to night the largest steps are exchangeable, so tonight's
+    passes theirs with probability 1 / (n + 1) whatever the noise, and a spike like those the metric
+    has shown does not fail. An explosion by scales: at least STEP_FLOOR, and the largest past step times
+    a margin: a Frechet tail of index `a` fitted to the nights' largest steps (the tail index is
+    pi / (sqrt(6) sd) of their logs) gives P(tonight's > c times the largest of n) = 1 / (1 + n c^a), and
+    c follows for the lone step's share (level x steps), within [1, STEP_MARGIN_MAX]. A night whose
+    largest step is an outlier among the nights' (5 robust scales of their logs) counts at that bound:
+    one absurd night must not lift the thresholds out of reach."""
+    m = z.shape[0]
+    noise = distributions.t_quantile(level, nights - 1) * math.sqrt(1.0 + math.pi / (2.0 * nights))
+    logs = standardise.clip_outliers(np.log(np.maximum(z.max(axis=0), 1.0))[None, :])[0]
+    spread = float(logs.std(ddof=1))
+    margin = 1.0
+    if spread > 0:
+        tail = math.pi / (math.sqrt(6.0) * spread)
+        margin = min(max(((1.0 / (level * m) - 1.0) / nights) ** (1.0 / tail), 1.0), STEP_MARGIN_MAX)
+    largest = math.exp(float(logs.max()))
+    return max(noise, largest), max(STEP_FLOOR, margin * largest)
 
 
 def _statistics(
@@ -504,109 +663,6 @@ def _statistics(
         else:
             stats += list(total)
     return np.array(stats)
-
-
-def _neighbour_correlation(z: FloatArray) -> float:
-    """The correlation of neighbouring steps, pooled over the steps and nights of `z` (standardised
-    steps x nights), within [0, RHO_MAX]; 0 for fewer than 3 steps."""
-    if z.shape[0] < 3:
-        return 0.0
-    before, after = z[:-1], z[1:]
-    norm = math.sqrt(float(np.sum(before * before)) * float(np.sum(after * after)))
-    return min(max(float(np.sum(before * after)) / norm, 0.0), RHO_MAX) if norm > 0 else 0.0
-
-
-_NORMAL = NormalDist()
-
-
-def _edges(
-    z: FloatArray, rho: float, df: int
-) -> tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per column of `z` (steps x nights, m >= 3): the normal score of the strongest block's edges, and
-    that block's first and last step.
-
-    Whitened, the steps' jumps `e` are nearly independent unit normals on a clean night; a block a..b
-    shifted up jumps up at a and down at b + 1. The statistic is the largest min(e_a, -e_j) over
-    a <= j - 2 (a block of two or more steps: a spike's own up and down jumps are neighbours). For
-    independent jumps it exceeds t with probability 1 - (1 - p)^(m-2) (1 + (m-2) p), p = P(e > t)
-    (a three-state chain: no up jump yet, one just now, one two or more steps back), which maps it to a
-    normal score; p is a Student t tail with `df` degrees of freedom, the steps' scales being estimated
-    from that many nights. The past nights then measure how far the real noise departs from that."""
-    m = z.shape[0]
-    jumps = _whiten(z, rho)
-    rises = np.maximum.accumulate(jumps, axis=0)  # the largest up jump at or before each step
-    pairs = np.minimum(rises[:-2], -jumps[2:])  # row i: the largest up jump by step i, down at i + 2
-    row = np.argmax(pairs, axis=0)
-    columns = np.arange(z.shape[1])
-    best = pairs[row, columns]
-    first = np.array([int(np.argmax(jumps[: r + 1, c])) for c, r in enumerate(row)], np.int64)
-    p = np.array(
-        [_t_upper_tail(float(t), df) if t >= 0 else 1.0 - _t_upper_tail(-float(t), df) for t in best]
-    )
-    k = m - 2
-    with np.errstate(divide="ignore"):
-        tail = -np.expm1(k * np.log1p(-p) + np.log1p(k * p))
-    tail = np.clip(tail, 1e-300, 1.0 - 1e-16)
-    score = np.array([-_NORMAL.inv_cdf(float(q)) for q in tail])
-    return score, first, (row + 1).astype(np.int64)
-
-
-def _whiten(z: FloatArray, rho: float) -> FloatArray:
-    """The steps' jumps (rows of `z`, nights in the columns) under AR(1) noise of correlation rho: the
-    first step as it is, then `(z_i - rho z_{i-1}) / sqrt(1 - rho^2)`, unit normal and independent on a
-    clean night of that noise."""
-    jumps = z.copy()
-    jumps[1:] = (z[1:] - rho * z[:-1]) / math.sqrt(1.0 - rho * rho)
-    return jumps
-
-
-def _trend(z: FloatArray, rho: float) -> FloatArray:
-    """Per column of `z` (steps x nights, m >= 3): the drift along the run, the whitened steps' jumps
-    (each clipped to +-JUMP_CLIP) projected on the whitened ramp from 0 at the first step to 1 at the
-    last, scaled to unit norm (a clean night's trend is then about a unit normal).
-
-    Under AR(1) noise that projection is the best linear test of a ramp (generalised least squares),
-    and it weighs the last step most: a drift has reached its largest there, and the jump into the last
-    step is the news. Clipping the jumps bounds what one spiking step can add, even the last one, whose
-    jump back is never seen."""
-    return np.asarray(_unit_ramp(len(z), rho) @ np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP), np.float64)
-
-
-def _unit_ramp(m: int, rho: float) -> FloatArray:
-    """The trend's weights on the whitened jumps: the whitened ramp from 0 at the first of m steps to 1 at
-    the last, scaled to unit norm."""
-    ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
-    return ramp / float(np.linalg.norm(ramp))
-
-
-def _trend_spread(z: FloatArray, rho: float) -> tuple[float, int]:
-    """The clean spread of `_trend` on the nights of `z` (steps x nights), and its degrees of freedom.
-
-    The trend is a weighted sum of the clipped whitened jumps, so its variance is a weighted sum of the
-    jumps' autocovariances at every lag. Those are pooled over every step and night (the jumps are taken
-    as stationary along the run: the steps' own scales already absorb a spread that varies), so the
-    spread rests on the steps x nights jumps, not on the n nights' trend scores alone. Every lag counts,
-    unweighted: a shift shared by a night's steps (jumps correlated at any distance) is in the spread,
-    not assumed away.
-
-    Degrees of freedom: the jumps' count less their steps' means, at most TREND_DF_MAX. That is
-    generous (the long lags rest on few pairs; Satterthwaite's count from the nights' scatter is 20-130
-    at 20-1,000 steps): alone, the trend fails about a quarter more clean AR(1) nights than its share
-    (0.26% of 20,000 at 20 steps for a share of 0.21%; 0.12% with the past scores' spread and t quantile),
-    within what the mean and the blocks leave of theirs (they spend about half: leave-one-out spreads
-    are conservative), so the whole gate stays within budget (0.67% of those nights; docs/calibration.md)."""
-    m, n = z.shape
-    ramp = _unit_ramp(m, rho)
-    jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
-    centred = jumps - jumps.mean(axis=1, keepdims=True)
-    size = 1 << (2 * m - 1).bit_length()  # zero-padded: a circular product would wrap lags around
-    spectrum = np.fft.rfft(centred, size, axis=0)
-    lagged = np.fft.irfft(spectrum * spectrum.conj(), size, axis=0)[:m]  # lag x night: sum_i d_i d_i+k
-    pairs = np.correlate(ramp, ramp, "full")[m - 1 :]  # sum_i r_i r_i+k
-    weights = pairs * np.where(np.arange(m) > 0, 2.0, 1.0) / (m - np.arange(m))
-    # Over the nights, n / (n - 1): every step's jumps are centred on their mean over those nights.
-    variance = float((weights @ lagged).mean()) * n / (n - 1)
-    return math.sqrt(max(variance, 0.0)), min(m * (n - 1), TREND_DF_MAX)
 
 
 def _block_correlation(blocks: FloatArray) -> FloatArray:
@@ -634,65 +690,6 @@ def _effective_tests(correlation: FloatArray) -> float:
     return float(np.clip(np.sum((eigen >= 1.0) + eigen - np.floor(eigen)), 1.0, count))
 
 
-def _transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:
-    """Into the space where a metric's noise is near symmetric: log for a positive metric (norms, KLs,
-    lognormal noise), Anscombe's arcsine for a mean of `trials` Bernoulli draws (whose spread is then
-    1 / (2 sqrt(trials)) whatever p), as is for the rest."""
-    if space == "log":
-        with np.errstate(divide="ignore"):  # tonight at 0 (or below) among positive nights: -inf
-            return np.log(np.maximum(values, 0.0))
-    if space == "binomial":
-        assert trials is not None
-        share = np.clip(values, 0.0, 1.0)
-        return np.arcsin(np.sqrt((share * trials + 0.375) / (trials + 0.75)))
-    return values
-
-
-def _space(history: FloatArray) -> Space:
-    """Log space for a positive metric whose window is more symmetric there (norms, KLs: right-skewed),
-    else the metric's own units (a bounded reward near 0.5 is symmetric as it is, and skewed in logs)."""
-    if not (history > 0).all():
-        return "linear"
-    return "log" if abs(_skew(np.log(history))) < abs(_skew(history)) else "linear"
-
-
-def _skew(history: FloatArray) -> float:
-    """The pooled skewness of the steps' standardised values (each clipped to +-OUTLIER_MADS, so that one
-    spike does not decide it)."""
-    loc, scale = _location_scale(history, 0.0)
-    z = np.clip((history - loc[:, None]) / scale[:, None], -OUTLIER_MADS, OUTLIER_MADS)
-    return float(np.mean(z**3))
-
-
-def _binomial_scale(trials: int) -> float:
-    return 0.5 / math.sqrt(trials + 0.5)
-
-
-def _location_scale(history: FloatArray, floor: float) -> tuple[FloatArray, FloatArray]:
-    """Per row (the last axis holds the nights): the median, and `_location_spread`'s standard deviation
-    never below `floor` (the binomial spread), never zero."""
-    loc, spread = _location_spread(history)
-    return loc, _floored(loc, spread, floor)
-
-
-def _location_spread(history: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per row (the last axis holds the nights): the median, and a standard deviation with values beyond
-    OUTLIER_MADS robust scales clipped."""
-    loc = np.median(history, axis=-1)
-    mad = np.median(np.abs(history - loc[..., None]), axis=-1) * MAD_TO_SD
-    reach = np.where(mad > 0, OUTLIER_MADS * mad, np.inf)
-    clipped = np.clip(history, (loc - reach)[..., None], (loc + reach)[..., None])
-    spread: FloatArray = clipped.std(axis=-1, ddof=1)
-    return loc, spread
-
-
-def _floored(loc: FloatArray, spread: FloatArray, floor: float) -> FloatArray:
-    """A spread as a scale: never below `floor`, and for a constant step not zero but a size relative to
-    its value (any change is a change, not a division by 0)."""
-    scale: FloatArray = np.maximum(np.maximum(spread, floor), np.maximum(np.abs(loc) * 1e-9, 1e-300))
-    return scale
-
-
 def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
     """Start indices of the blocks of BLOCK_SHARE of m steps at half-block strides (the last block ends at
     the last step), and their width; no blocks for a single step."""
@@ -704,51 +701,6 @@ def _blocks(m: int) -> tuple[npt.NDArray[np.int64], int]:
     if starts[-1] != m - width:
         starts.append(m - width)
     return np.array(starts, np.int64), width
-
-
-@cache
-def _t_quantile(upper: float, df: int) -> float:
-    """The Student t value a draw with `df` degrees of freedom exceeds with probability `upper`.
-
-    Exact for the integer degrees of freedom this rule uses: the closed-form CDF inverted by bisection.
-    It keeps scipy (over 100 MB) out of the core install, where every budget gate needs this one number;
-    tests/test_budget.py checks it against `scipy.special.stdtrit`.
-    """
-    if upper >= 0.5:
-        return -_t_quantile(1.0 - upper, df) if upper > 0.5 else 0.0
-    lo, hi = 0.0, 1.0
-    while _t_upper_tail(hi, df) > upper:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):  # the interval halves each time: far below a float's resolution at the end
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if _t_upper_tail(mid, df) > upper:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _t_upper_tail(t: float, df: int) -> float:
-    """P(T > t) for t >= 0 and a Student T with integer `df` (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
-    theta = math.atan(t / math.sqrt(df))
-    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
-    if df % 2 == 0:
-        term = total = 1.0
-        for k in range(2, df, 2):  # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(df-2)
-            term *= cos2 * (k - 1) / k
-            total += term
-        within = sin * total
-    else:
-        term = total = 0.0
-        if df > 1:
-            term = total = math.cos(theta)
-            for k in range(3, df - 1, 2):  # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 + ... up to cos^(df-2)
-                term *= cos2 * (k - 1) / k
-                total += term
-        within = 2.0 / math.pi * (theta + sin * total)
-    return (1.0 - within) / 2.0  # `within` is P(|T| <= t)
 
 
 def _pct(values: FloatArray, loc: FloatArray) -> float | None:

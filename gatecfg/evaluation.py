@@ -22,6 +22,7 @@ from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo
 from gatecfg.store.direct import DirectStore
+from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.write_policy import check_override, ci_job, write_refusal
 
@@ -143,7 +144,7 @@ def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
 
 
 def _rekeys(
-    store: DirectStore, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
+    store: StoreReads, test: ResolvedTest, series: str, results: Sequence[GateVerdicts]
 ) -> list[RekeyWarning]:
     """Look for other keys only where a gate has no history at all: the cold ones are few."""
     with_history = {r.coordinate for r in results if r.has_history}

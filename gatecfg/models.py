@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -200,6 +201,63 @@ def _one_of(*names: str) -> dict[str, Any]:
     return {"anyOf": [{"required": [name]} for name in names]}
 
 
+MIN_CHANGE_HINT = (
+    "write `min_change: 1%` (relative to the step's baseline), `min_change: 0.002` (absolute, in the "
+    "metric's units) or `min_change: {rel: 0.01, abs: 0.002}` (the larger of the two)"
+)
+
+
+def _min_change(value: Any) -> Any:
+    """`1%` -> {rel: 0.01}, a number -> {abs: number}; a mapping as written."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            share = Decimal(text[:-1]) / 100 if text.endswith("%") else None
+        except InvalidOperation:
+            share = None
+        if share is None or not share.is_finite() or share < 0:
+            raise PydanticCustomError(
+                "min_change", "not a change: {got}; {hint}", {"got": _show(value), "hint": MIN_CHANGE_HINT}
+            )
+        return {"rel": float(share)}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"abs": value}
+    return value
+
+
+class MinChange(_Model):
+    """The smallest change of a step that matters to a budget gate: a step fails only when its change is
+    beyond its noise and beyond max(rel x |its baseline|, abs). Part of the key."""
+
+    rel: OptionalNonNegative = None
+    abs: OptionalNonNegative = None
+
+    @model_validator(mode="after")
+    def _some(self) -> MinChange:
+        if self.rel is None and self.abs is None:
+            raise PydanticCustomError(
+                "min_change", "an empty minimum change; {hint}", {"hint": MIN_CHANGE_HINT}
+            )
+        return self
+
+
+_MIN_CHANGE_SCHEMA: dict[str, Any] = {
+    "description": "A budget gate's smallest change that matters: a step fails only beyond its noise and "
+    "beyond this. `1%` (relative to the step's baseline), a number (absolute, in the metric's units), or "
+    "{rel, abs} (the larger). Part of the key.",
+    "anyOf": [
+        {"type": "string", "pattern": r"^\s*[0-9]+(\.[0-9]+)?%\s*$"},
+        {"type": "number", "minimum": 0},
+        {
+            "type": "object",
+            "properties": {"rel": {"type": "number", "minimum": 0}, "abs": {"type": "number", "minimum": 0}},
+            "additionalProperties": False,
+            "minProperties": 1,
+        },
+    ],
+}
+
+
 class Constraint(_Model):
     """The history band. A side with none of its keys (rel, abs_floor, sigma) is open. Part of the key."""
 
@@ -226,18 +284,25 @@ class Constraint(_Model):
             "or both). Written alone; fails a clean night with probability policy.false_alarm."
         ),
     ] = None
+    min_change: Annotated[
+        MinChange | None, NotNull, BeforeValidator(_min_change), WithJsonSchema(_MIN_CHANGE_SCHEMA)
+    ] = None
 
     @model_validator(mode="after")
     def _one_side(self) -> Constraint:
         written = self.literal()
-        if self.budget is not None and len(written) > 1:
+        band = sorted(k for k in written if k not in ("budget", "min_change"))
+        if self.budget is not None and band:
             raise PydanticCustomError(
                 "constraint_budget",
                 "`budget` replaces the band: write it alone (`{alone}`), without {others}",
-                {
-                    "alone": f"{{budget: {self.budget}}}",
-                    "others": ", ".join(sorted(k for k in written if k != "budget")),
-                },
+                {"alone": f"{{budget: {self.budget}}}", "others": ", ".join(band)},
+            )
+        if self.min_change is not None and self.budget is None:
+            raise PydanticCustomError(
+                "constraint_min_change",
+                "`min_change` goes with `budget: up|down|both`; a band's minimum change is its "
+                "rel_*/abs_floor_* width",
             )
         if not written:
             raise PydanticCustomError(

@@ -23,7 +23,7 @@ from gatecfg.band import (
     ragged_bands,
     tidy,
 )
-from gatecfg.budget import CLIP_Z, Decision, decide
+from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import Selected, Selection
@@ -383,13 +383,15 @@ class GateVerdicts(Sequence[Verdict]):
         it does not."""
         if not self.blocking:
             return None
+        if self.ruled is not None and self.ruled.problem is not None:
+            return f"its baseline cannot be judged against ({self.ruled.problem})"
         if self.counts["error"]:
             first = next(self.where("error"))
             errors = self.counts["error"]
             return f"{errors} step{'s' * (errors != 1)} without a usable value; step {step_name(first)}: " + (
                 first.reason
             )
-        if self.ruled is not None and self.ruled.decision.fired:
+        if self.ruled is not None and self.ruled.decision is not None and self.ruled.decision.fired:
             return self.ruled.why(self.gate, self.selection)
         failing = list(self.where("fail"))
         worst = max(failing, key=lambda v: abs(v.delta_pct or 0.0))
@@ -491,7 +493,11 @@ def _statuses(
                 rows=rows,
                 sizes=sizes,
             )
-            codes[open_] = np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
+            codes[open_] = (
+                _CODE["error"]
+                if ruled.decision is None
+                else np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
+            )
     elif gate.constraint is not None and bands is not None:
         _, lo, hi = bands
         judged = np.flatnonzero(open_)
@@ -523,11 +529,14 @@ def _statuses(
 
 @dataclass(frozen=True)
 class Ruled:
-    """A budget gate's decision over its judged steps (`judged`: their indices among the selected)."""
+    """A budget gate's decision over its judged steps (`judged`: their indices among the selected), or
+    why its window could not be judged against (`problem`: every judged step is an error)."""
 
-    decision: Decision
+    decision: Decision | None
     judged: Counts
     position: Mapping[int, int]  # selected index -> index among the judged
+    nights: int
+    problem: str | None = None
 
     @classmethod
     def of(
@@ -544,23 +553,35 @@ class Ruled:
         # The nights every judged step holds: the newest `nights` columns of the window, newest first.
         nights = int(sizes[judged].min())
         history = window.values[rows[judged], :nights]
-        decision = decide(
-            values[judged],
-            history,
-            direction=direction,
-            alpha=gate.false_alarm,
-            trials=gate.trials,
-        )
-        return cls(decision, judged, {int(i): k for k, i in enumerate(judged.tolist())})
+        position = {int(i): k for k, i in enumerate(judged.tolist())}
+        try:
+            decision = decide(
+                values[judged],
+                history,
+                direction=direction,
+                alpha=gate.false_alarm,
+                trials=gate.trials,
+                min_change=None if gate.constraint is None else gate.constraint.min_change,
+            )
+        except UnusableWindowError as exc:
+            return cls(None, judged, position, nights, f"budget rule, {nights} past nights: {exc}")
+        return cls(decision, judged, position, nights)
 
     def band(self, index: int) -> Band | None:
-        """The step's baseline as reports show it: the median of its window (no edges: the rule judges
-        the steps together)."""
+        """The step's baseline as reports show it: the median of its window, its night-to-night spread,
+        and the edges beyond which it fails on its own (the rule judges the steps together too: a step
+        within them fails when a statistic over several steps blames it)."""
         k = self.position.get(index)
         if k is None:
             return None
         d = self.decision
-        return Band(tidy(float(d.loc[k])), d.nights, None, None)
+        if d is None:
+            return Band(None, self.nights, None, None)
+
+        def at(values: np.ndarray | None) -> float | None:
+            return None if values is None else tidy(float(values[k]))
+
+        return Band(tidy(float(d.loc[k])), self.nights, at(d.lo), at(d.hi), at(d.spread))
 
     def step(self, index: int) -> tuple[Status, str] | None:
         """The status and reason of the index-th selected step, when the rule judged it."""
@@ -568,6 +589,8 @@ class Ruled:
         if k is None:
             return None
         d = self.decision
+        if d is None:
+            return "error", self.problem or "the window cannot be judged against"
         baseline = f"{float(d.z[k]):+.2f} scales from median={fmt(float(d.loc[k]))} of {d.nights} nights"
         if not d.failing[k]:
             return "pass", f"{baseline}; the gate's steps are within the false-alarm budget"
@@ -582,6 +605,8 @@ class Ruled:
                 f"{baseline}; among steps that drift {d.direction} along the run "
                 f"(trend score {d.distance:.2f}, threshold {d.threshold:.2f})"
             )
+        if d.kind == "step":
+            return "fail", f"{baseline}; a step that exploded on its own (threshold {d.threshold:.2f})"
         return "fail", (
             f"{baseline}; among steps that sit on average {d.distance:.2f} scales {d.direction} "
             f"(threshold {d.threshold:.2f})"
@@ -589,6 +614,7 @@ class Ruled:
 
     def why(self, gate: ResolvedGate, selection: Selection) -> str:
         d = self.decision
+        assert d is not None  # a window that could not be judged makes errors, whose reason is theirs
         judged = len(self.judged)
         moved = np.flatnonzero(d.failing)
         strongest = self._steps(selection, d.first, d.last)
@@ -627,6 +653,14 @@ class Ruled:
                 f"neighbouring steps move together (correlation {d.rho:.2f}), and a clean night drifts that "
                 f"far with probability {gate.false_alarm:g} (trend score {d.distance:.2f} against "
                 f"{d.threshold:.2f}; budget rule, {d.nights} past nights)"
+            )
+        if d.kind == "step":
+            # A lone step beyond anything the window's nights showed, and an explosion (budget.py).
+            return (
+                f"{len(moved)} of {judged} steps moved {d.direction} ({where}); {strongest} exploded on its "
+                f"own, {d.distance:.3g} of its night-to-night scales {above} baseline{pct}, beyond "
+                f"{d.threshold:.3g}: farther than any step of the {d.nights} past nights went, and than a "
+                f"clean night's steps go with probability {gate.false_alarm:g} (budget rule)"
             )
         # Each step counts at most CLIP_Z scales when several are judged: at the cap the real distance
         # is larger (the report's table shows each step's own).

@@ -127,26 +127,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-# TEMPORARY (issue 29, item 3): the store's modules still form one circle (engine -> direct -> store ->
-# direct; baselines <-> links through reads). The store's rework removes it, and this allowance with it;
-# a module that joins the circle, or any other cycle, fails the test now.
-KNOWN_CYCLES = [
-    [
-        "gatecfg.store.baselines",
-        "gatecfg.store.direct",
-        "gatecfg.store.engine",
-        "gatecfg.store.inventory",
-        "gatecfg.store.links",
-        "gatecfg.store.reads",
-        "gatecfg.store.retention",
-        "gatecfg.store.store",
-        "gatecfg.store.writes",
-    ]
-]
-
-
 def test_no_import_cycle_among_gatecfg_modules() -> None:
-    assert [cycle for cycle in cycles(GRAPH) if cycle not in KNOWN_CYCLES] == []
+    assert cycles(GRAPH) == []
 
 
 def test_the_cycle_finder_finds_a_circle_through_three_modules_and_not_a_chain() -> None:

@@ -18,24 +18,26 @@ from gatecfg.budget import (
     CAP_Z,
     CLIP_Z,
     CORRELATED_SHARES,
-    JUMP_CLIP,
     MIN_NIGHTS,
-    TREND_DF_MAX,
+    Null,
     _block_correlation,
     _blocks,
-    _chi_upper,
-    _edges,
     _effective_tests,
     _gaussian_statistics,
     _joint_scale,
-    _neighbour_correlation,
     _statistics,
-    _t_quantile,
-    _trend,
-    _trend_spread,
-    _whiten,
     decide,
 )
+from gatecfg.correlated import (
+    JUMP_CLIP,
+    TREND_DF_MAX,
+    edges_score,
+    neighbour_correlation,
+    trend,
+    trend_spread,
+    whiten,
+)
+from gatecfg.distributions import chi_upper, t_quantile
 from gatecfg.escape import markdown_text
 from gatecfg.keys import constraint_key
 from gatecfg.models import Constraint
@@ -146,7 +148,8 @@ def test_a_regression_confined_to_a_block_fails_that_block_and_names_it() -> Non
 
     assert decision.fired
     assert (decision.first, decision.last) == (40, 49)
-    assert np.flatnonzero(decision.failing).tolist() == list(range(40, 50))
+    assert set(np.flatnonzero(decision.failing).tolist()) <= set(range(40, 50))  # no step outside it
+    assert decision.failing.sum() >= 5  # 4 sigma: most of the block's steps moved beyond their noise
     assert decision.distance > decision.threshold
 
 
@@ -245,20 +248,20 @@ def test_with_trials_clean_nights_stay_within_budget(steps: int, spread: float) 
 def test_the_chi_upper_point_agrees_with_scipy(df: int, level: float) -> None:
     stats = pytest.importorskip("scipy.stats", reason="scipy (gatecfg[analytics]) is the reference")
     expected = float(np.sqrt(stats.chi2.ppf(1.0 - level, df) / df))
-    assert _chi_upper(df, level) == pytest.approx(expected, rel=5e-3)
+    assert chi_upper(df, level) == pytest.approx(expected, rel=5e-3)
 
 
 def test_neighbour_correlation_is_measured_from_the_window() -> None:
     independent = np.random.default_rng(0).standard_normal((100, 20))
     correlated = (ar1_nights(20, 100, seed=1).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
 
-    assert _neighbour_correlation(independent) < 0.1
-    assert 0.8 < _neighbour_correlation(correlated) < 0.95
+    assert neighbour_correlation(independent) < 0.1
+    assert 0.8 < neighbour_correlation(correlated) < 0.95
 
 
 def test_the_edge_score_is_a_normal_score_on_independent_jumps() -> None:
     # Steps standardised by scales from 20 nights: Student t jumps with 19 degrees of freedom.
-    score = _edges(np.random.default_rng(2).standard_t(19, (100, 4000)), 0.0, 19)[0]
+    score = edges_score(np.random.default_rng(2).standard_t(19, (100, 4000)), 0.0, 19)[0]
 
     assert abs(score.mean()) < 0.1
     assert abs(score.std() - 1.0) < 0.1
@@ -278,17 +281,19 @@ def test_under_correlated_noise_a_block_is_found_by_its_edges_and_a_spike_is_not
     assert found.fired
     assert found.kind == "edges"
     assert (found.first, found.last) == (33, 40)
-    assert np.flatnonzero(found.failing).tolist() == list(range(33, 41))
+    # Only steps of the block that moved beyond their own noise fail: none outside it.
+    assert set(np.flatnonzero(found.failing).tolist()) <= set(range(33, 41))
+    assert found.failing.any()
     assert not decide(spiked, window, direction="up", alpha=0.01).fired
 
 
 def test_the_trend_is_about_a_unit_normal_on_clean_correlated_steps() -> None:
     z = (ar1_nights(4000, 100, seed=3).T - np.linspace(2.0, 1.0, 100)[:, None]) / 0.1
-    trend = _trend(z, 0.9)
+    scores = trend(z, 0.9)
 
-    assert abs(trend.mean()) < 0.1
-    assert abs(trend.std() - 1.0) < 0.1  # the clipped jumps take a little of the spread
-    assert (trend > 2.326).mean() < 0.015
+    assert abs(scores.mean()) < 0.1
+    assert abs(scores.std() - 1.0) < 0.1  # the clipped jumps take a little of the spread
+    assert (scores > 2.326).mean() < 0.015
 
 
 def test_a_drift_along_correlated_steps_is_caught_by_the_trend() -> None:
@@ -354,14 +359,14 @@ def test_the_trend_spread_sums_the_jumps_autocovariance_over_every_lag() -> None
     rng = np.random.default_rng(8)
     for m, n, rho in ((3, 5, 0.5), (7, 20, 0.8), (40, 20, 0.95)):
         z = rng.standard_normal((m, n)) * 1.5
-        ramp = _whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
+        ramp = whiten(np.linspace(0.0, 1.0, m)[:, None], rho)[:, 0]
         ramp /= np.linalg.norm(ramp)
-        jumps = np.clip(_whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
+        jumps = np.clip(whiten(z, rho), -JUMP_CLIP, JUMP_CLIP)
         d = jumps - jumps.mean(axis=1, keepdims=True)
         gamma = [np.mean(d[: m - k] * d[k:]) * n / (n - 1) for k in range(m)]
         variance = sum((2 if k else 1) * gamma[k] * (ramp[: m - k] @ ramp[k:]) for k in range(m))
 
-        spread, df = _trend_spread(z, rho)
+        spread, df = trend_spread(z, rho)
 
         assert spread == pytest.approx(math.sqrt(variance), rel=1e-9)
         assert df == min(m * (n - 1), TREND_DF_MAX)
@@ -377,26 +382,29 @@ def test_the_pooled_trend_spread_is_the_trends_own_spread(shift: float) -> None:
         z += shift * rng.standard_normal(4000)
         z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)
 
-        assert _trend_spread(z, 0.9)[0] == pytest.approx(_trend(z, 0.9).std(ddof=1), rel=0.05)
+        assert trend_spread(z, 0.9)[0] == pytest.approx(trend(z, 0.9).std(ddof=1), rel=0.05)
 
 
 def test_a_spike_on_the_last_correlated_step_barely_moves_the_trend() -> None:
     # The last step's jump up has no jump back to tell a spike from the start of a shift: clipped, it
     # moves the trend by at most JUMP_CLIP times the ramp's last weight. Unclipped, a 10 sigma spike
-    # there failed 51 of these 200 nights.
+    # there failed 51 of these 200 nights. (The lone step is another matter: a step far beyond its own
+    # scale is what it is there to catch, so only the statistics over several steps are counted.)
     nights = ar1_nights(200 + 20, 20, seed=60)
     spiked = nights.copy()
     spiked[:, -1] += 1.0  # 10 sigma
-    fired = sum(
-        decide(spiked[i], nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01).fired
-        for i in range(20, len(nights))
-    )
-    ramp = _whiten(np.linspace(0.0, 1.0, 20)[:, None], 0.9)[:, 0]
+    fired = 0
+    for i in range(20, len(nights)):
+        null = Null.of(nights[i - 20 : i][::-1].T.copy(), direction="up", alpha=0.01, trials=None)
+        [(_, side)] = null.sides
+        night = null.statistics(null.standardise(spiked[i]), side)
+        fired += bool((night.severity[:-1] > 1.0).any())  # all but the lone step, which comes last
+    ramp = whiten(np.linspace(0.0, 1.0, 20)[:, None], 0.9)[:, 0]
     z = np.zeros((20, 1))
     z[-1] = CLIP_Z
 
-    assert _trend(z, 0.9)[0] == pytest.approx(JUMP_CLIP * ramp[-1] / np.linalg.norm(ramp))
-    assert _trend(z, 0.9)[0] < 0.7
+    assert trend(z, 0.9)[0] == pytest.approx(JUMP_CLIP * ramp[-1] / np.linalg.norm(ramp))
+    assert trend(z, 0.9)[0] < 0.7
     assert fired <= 4  # 2 expected at 1%
 
 
@@ -511,7 +519,10 @@ def test_a_three_sigma_shift_fails_evaluate_with_a_one_line_reason(
     [gate] = json.loads(as_json.out)["gates"]
     why = gate["why"]
     assert gate["status"] == "fail"
-    assert why.startswith(f"{STEPS} of {STEPS} steps moved up (all); all {STEPS} steps sit on average ")
+    # The steps that moved beyond their own noise fail (attribution); the mean of all of them fired.
+    assert re.match(
+        rf"\d+ of {STEPS} steps moved up \((all|steps? [\d-]+)\); all {STEPS} steps sit on average ", why
+    )
     assert "of their night-to-night scales above baseline (+" in why
     assert re.search(
         r"where a clean night goes past \d+\.\d\d with probability 0\.01 \(budget rule, 20 past nights\)$",
@@ -541,7 +552,9 @@ def test_a_block_found_by_its_edges_says_where_it_rose_and_fell(tmp_path: Path) 
     why = ar1_why(tmp_path, shift)
 
     assert why is not None
-    assert why.startswith("8 of 100 steps moved up (steps 33-40); steps 33-40 sit on average ")
+    assert re.match(
+        r"[1-8] of 100 steps moved up \(steps? 3[3-9](-(3[4-9]|40))?\); steps 33-40 sit on average ", why
+    )
     assert re.search(
         r"above baseline \(\+\d+\.\d%\), rising at step 33 and falling back after step 40: neighbouring "
         r"steps move together \(correlation 0\.\d\d\), and a clean night's steps jump in and out that far "
@@ -554,7 +567,9 @@ def test_a_drift_found_by_the_trend_says_how_the_run_drifted(tmp_path: Path) -> 
     why = ar1_why(tmp_path, 0.3 * np.linspace(0.0, 1.0, 100))
 
     assert why is not None
-    assert why.startswith("100 of 100 steps moved up (all); the steps drift up along the run, ")
+    assert re.match(
+        r"\d+ of 100 steps moved up \((all|steps? [\d-]+)\); the steps drift up along the run, ", why
+    )
     assert re.search(
         r"a line through them going from -?\d+\.\d\d at step 0 to \d+\.\d\d at step 99 of their "
         r"night-to-night scales above baseline \(\+\d+\.\d%\): neighbouring steps move together "
@@ -646,7 +661,7 @@ def test_lint_max_false_alarm_reads_a_budget_gate_as_its_budget(seeded: tuple[Pa
 def test_the_t_quantile_agrees_with_scipy(df: int, upper: float) -> None:
     special = pytest.importorskip("scipy.special", reason="scipy (gatecfg[analytics]) is the reference")
     expected = float(special.stdtrit(df, 1.0 - upper))
-    assert _t_quantile(upper, df) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert t_quantile(upper, df) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_a_why_line_at_the_clip_says_at_least(seeded: tuple[Path, str, np.ndarray], tmp_path: Path) -> None:
@@ -664,25 +679,25 @@ def test_a_why_line_at_the_clip_says_at_least(seeded: tuple[Path, str, np.ndarra
 
 
 @pytest.mark.parametrize(
-    ("m", "rho", "spikes", "trend"),
+    ("m", "rho", "spikes", "with_trend"),
     [(40, 0.5, False, False), (20, 0.9, True, True), (100, 0.9, True, True), (200, 0.0, False, False)],
 )
 def test_the_drawn_joint_null_is_that_of_simulated_steps(
-    m: int, rho: float, spikes: bool, trend: bool
+    m: int, rho: float, spikes: bool, with_trend: bool
 ) -> None:
     # `_joint_scale` draws the statistics from the normal law of their weights on the steps; the rule
     # computes them from steps, the block means spike-guarded (without `trials`) and the trend's jumps
     # clipped. Simulated steps must give the statistics the correlations that law gives them: a wrong
     # rho or wrong weights miss by 0.15-0.25 (neighbouring blocks of 4 at rho 0.5: 0.67, at rho 0: 0.5).
     starts, width = _blocks(m)
-    drawn = np.corrcoef(_gaussian_statistics(m, rho, starts, width, trend=trend))
+    drawn = np.corrcoef(_gaussian_statistics(m, rho, starts, width, trend=with_trend))
     rng = np.random.default_rng(5)
     z = rng.standard_normal((m, 20000))
     for i in range(1, m):
         z[i] = rho * z[i - 1] + math.sqrt(1.0 - rho * rho) * z[i]
     stats = _statistics(z, starts, width, spikes=spikes)
-    if trend:
-        stats = np.vstack([stats, _trend(z, rho)])
+    if with_trend:
+        stats = np.vstack([stats, trend(z, rho)])
 
     assert np.abs(drawn - np.corrcoef(stats)).max() < 0.06
 

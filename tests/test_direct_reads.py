@@ -15,7 +15,7 @@ from test_carry import link
 from test_store import REWARD, SERIES, TEST, points, run_info
 
 from gatecfg.errors import StoreError
-from gatecfg.store import Baseline, HistoryRow, Store
+from gatecfg.store import Baseline, HistoryRow, Store, statements
 from gatecfg.store.direct import DirectStore
 
 
@@ -233,3 +233,19 @@ def test_a_failing_direct_read_is_a_one_line_store_error(url: str, baseline: Bas
         "cannot read baselines from the history store: no such table: carries",
     )
     assert raised.value.exit_code == 3
+
+
+def test_the_direct_readers_sql_is_what_the_stores_statements_compile_to() -> None:
+    """store/sqlite_reads.py is generated from store/statements.py: after a change there, run
+    `python -m gatecfg.store.statements`."""
+    assert statements.render() == statements.GENERATED.read_text(encoding="utf-8")
+    assert statements.main(["--check"]) == 0
+
+
+def test_a_stale_generated_file_fails_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = tmp_path / "sqlite_reads.py"
+    stale.write_text(statements.render().replace("LIMIT ?", "LIMIT 5", 1), encoding="utf-8")
+    monkeypatch.setattr(statements, "GENERATED", stale)
+    assert statements.main(["--check"]) == 1
+    assert statements.main([]) == 0
+    assert statements.main(["--check"]) == 0

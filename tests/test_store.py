@@ -28,7 +28,7 @@ import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, Store, StoredPoint
 from gatecfg.store import reads as store_reads
-from gatecfg.store.store import SCHEMA_REVISION
+from gatecfg.store.facts import SCHEMA_REVISION
 from gatecfg.store.tables import metadata
 from gatecfg.store.writes import steps_digest
 

@@ -74,7 +74,7 @@ from gatecfg.analysis.noise import (
     pelt,
     starting_scale,
 )
-from gatecfg.budget import chi2_upper
+from gatecfg.distributions import chi2_upper
 
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
 # Bound of a 95% likelihood-ratio interval for the place of a change. Not chi-square(1)'s 3.84: a place is

@@ -13,26 +13,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from gatecfg.errors import InputError, Location
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, step_ranges
 from gatecfg.store import HistoryRow, Status
-
-
-class StoredHistory(Protocol):
-    """`Store`, or `DirectStore` (which reads a SQLite store without SQLAlchemy)."""
-
-    def history(
-        self,
-        *,
-        test: str,
-        metric: str,
-        step: int | None = None,
-        series_key: str | None = None,
-        limit: int | None = None,
-    ) -> list[HistoryRow]: ...
+from gatecfg.store.protocol import StoreReads
 
 
 @dataclass(frozen=True)
@@ -59,7 +45,7 @@ def step_name(step: int) -> str:
     return "last" if step == LAST_STEP else str(step)
 
 
-def gate_nights(store: StoredHistory, gate: ResolvedGate, series: str) -> dict[int, list[Night]]:
+def gate_nights(store: StoreReads, gate: ResolvedGate, series: str) -> dict[int, list[Night]]:
     """Per stored step, the gate's nights oldest first (runs with equal times in the order written)."""
     rows = store.history(test=gate.test, metric=gate.metric, series_key=series)
     return nights_of(rows, gate.steps_key)

@@ -12,8 +12,18 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from gatecfg.store.engine import driver_rows
-from gatecfg.store.reads import FINITE, NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
+from gatecfg.store.statements import (
+    FINITE,
+    NEWEST_FIRST,
+    STEP_COLUMNS,
+    VALUE_COLUMNS,
+    digest_span,
+    newest_runs,
+    run_criteria,
+    sqlite_points,
+    sqlite_walk,
+)
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.windowing import (
     Values,
@@ -71,7 +81,7 @@ def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str 
         )
         .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
         .join(runs, runs.c.pk == run_coordinates.c.run_pk)
-        .where(coordinates.c.coordinate.in_(hashes), *_run_criteria(baseline, exclude_run_id))
+        .where(coordinates.c.coordinate.in_(hashes), *run_criteria(baseline, exclude_run_id))
     )
     return query.cte("ranked")
 
@@ -119,30 +129,10 @@ def _newest_runs(
     window says whether older runs exist; a second statement, only for those coordinates whose runs stored
     more than one set of steps, asks whether any older run stored a set of steps that the window's runs
     did not."""
-    walk = (
-        sa.select(run_coordinates.c.run_pk, run_coordinates.c.steps_digest, runs.c.created_at, runs.c.pk)
-        .select_from(
-            runs.join(
-                run_coordinates,
-                sa.and_(
-                    run_coordinates.c.run_pk == runs.c.pk,
-                    run_coordinates.c.coordinate_pk == coordinates.c.pk,
-                ),
-            )
-        )
-        .where(runs.c.series_key == coordinates.c.series_key, *_run_criteria(baseline, exclude_run_id))
-        .order_by(*NEWEST_FIRST)
-        .limit(window + 1)
-        .correlate(coordinates)
-    )
-    # The lowest and highest digest any run of the coordinate stored: two seeks on the (coordinate_pk,
-    # steps_digest) index. Where both are the one digest of the window's runs, no older run can hold other
-    # steps, and the second statement is not needed (nearly always).
-    digests = sa.select(run_coordinates.c.steps_digest).where(
-        run_coordinates.c.coordinate_pk == coordinates.c.pk
-    )
-    lowest = digests.with_only_columns(sa.func.min(run_coordinates.c.steps_digest)).scalar_subquery()
-    highest = digests.with_only_columns(sa.func.max(run_coordinates.c.steps_digest)).scalar_subquery()
+    walk = newest_runs(window, baseline, exclude_run_id)
+    # Where both digests are the one of the window's runs, no older run can hold other steps, and the
+    # second statement is not needed (nearly always).
+    lowest, highest = digest_span()
     windows: dict[str, WindowRuns] = {}
     span: dict[str, tuple[str, str]] = {}
     if conn.dialect.name == "postgresql":
@@ -167,21 +157,7 @@ def _newest_runs(
                 span[coordinate] = (low, high)
             windows[coordinate].runs.append((run_pk, digest))
     else:
-        # SQLite has no LATERAL: a correlated subquery per coordinate walks the same index and hands its
-        # runs back as one JSON array (created_at and pk say their order; an aggregate's input order is
-        # not promised).
-        newest = walk.subquery("newest")
-        runs_json = sa.select(
-            sa.func.json_group_array(
-                sa.func.json_array(newest.c.run_pk, newest.c.steps_digest, newest.c.created_at, newest.c.pk),
-                type_=sa.String,
-            )
-        ).scalar_subquery()
-        query = (
-            sa.select(coordinates.c.coordinate, coordinates.c.pk, runs_json, lowest, highest)
-            .where(coordinates.c.coordinate.in_(hashes))
-            .order_by(coordinates.c.pk)
-        )
+        query = sqlite_walk(hashes, window, baseline, exclude_run_id)  # no LATERAL: JSON arrays
         found = cast(Sequence[tuple[str, int, str, str, str]], conn.execute(query).all())
         for coordinate, coordinate_pk, runs_found, low, high in found:
             if runs_of := walked(runs_found):
@@ -197,7 +173,7 @@ def _newest_runs(
         .select_from(run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk))
         .where(
             sa.or_(*(_other_digests(windows[coordinate]) for coordinate in uncertain)),
-            *_run_criteria(baseline, exclude_run_id),
+            *run_criteria(baseline, exclude_run_id),
         )
     )
     irregular = {pk_of[coordinate_pk] for (coordinate_pk,) in conn.execute(other_steps)}
@@ -215,25 +191,16 @@ def _other_digests(window_runs: WindowRuns) -> sa.ColumnElement[bool]:
     return sa.and_(run_coordinates.c.coordinate_pk == window_runs.coordinate_pk, sa.or_(*gaps))
 
 
-def _run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
-    criteria = [qualifies(baseline)]
-    if exclude_run_id is not None:
-        criteria.append(runs.c.run_id != exclude_run_id)
-    return criteria
-
-
 def _window_points(conn: Connection, windows: Mapping[str, WindowRuns]) -> dict[str, Window]:
     """Per coordinate, the finite values of its window's runs by step, newest first (`chunk_points`)."""
     found: dict[str, Window] = {}
     for chunk in chunked_by_pairs(windows, max_pairs(conn.dialect.name)):
-        read = chunk_points(lambda steps, pairs: _points_rows(conn, STEPS if steps else VALUES, pairs), chunk)
+        read = chunk_points(
+            lambda steps, pairs: _points_rows(conn, STEP_COLUMNS if steps else VALUE_COLUMNS, pairs), chunk
+        )
         # None: points that no digest accounts for (written by something other than gatecfg): by step.
         found.update(_chunk_points_by_step(conn, chunk) if read is None else read)
     return found
-
-
-STEPS = (metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step)
-VALUES = (metric_points.c.value,)
 
 
 def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, WindowRuns]]) -> dict[str, Window]:
@@ -285,25 +252,7 @@ def _points_rows(
             .where(FINITE)
             .order_by(metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
         )
-    statement = (
-        sa.select(*columns)
-        .select_from(
-            run_coordinates.join(
-                metric_points,
-                sa.and_(
-                    metric_points.c.coordinate_pk == run_coordinates.c.coordinate_pk,
-                    metric_points.c.run_pk == run_coordinates.c.run_pk,
-                ),
-            )
-        )
-        .where(
-            # The coordinate list lets the primary key of run_coordinates seek; the pairs pick the runs.
-            run_coordinates.c.coordinate_pk.in_(sorted({pk for pk, _ in pairs})),
-            sa.tuple_(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk).in_(pairs),
-            FINITE,
-        )
-        .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
-    )
+    statement = sqlite_points(columns, pairs)
     return driver_rows(conn, statement)
 
 

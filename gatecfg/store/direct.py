@@ -5,12 +5,13 @@ A CI job evaluates once per process, so the process pays for whatever it imports
 was about a fifth of `gatecfg evaluate`'s CPU at 8M stored values, on top of a fetch that the driver alone
 makes. `DirectStore.open` therefore reads directly where it can: a SQLite file named plainly
 (`sqlite:///path`, no options), already at this gatecfg's schema revision. Its reads are the statements
-`store/baselines.py` and `store/reads.py` compile, written out for SQLite (the window walk, the steps of
-one run per digest, the values; a metric's history; the keys a metric is stored under, for the re-key
-check of a cold gate), plus the carry and has-runs checks. Anything else goes through `Store`, opened on
-first need, so that every message, check and guarantee stays that class's: PostgreSQL, a URL with options,
-a store to create or upgrade, coordinates that carry history from others, windows whose runs stored other
-steps (read on into older runs), and writes.
+`Store` runs on SQLite, defined once in store/statements.py and compiled to SQLite text ahead of time into
+store/sqlite_reads.py (the window walk, the steps of one run per digest, the values; a metric's history;
+the keys a metric is stored under, for the re-key check of a cold gate), plus the carry and has-runs
+checks. Anything else goes through `Store`, opened on first need, so that every message, check and
+guarantee stays that class's: PostgreSQL, a URL with options, a store to create or upgrade, coordinates
+that carry history from others, windows whose runs stored other steps (read on into older runs), and
+writes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Self
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
 from gatecfg.memory import collector_paused
+from gatecfg.store.facts import SCHEMA_REVISION, SQLITE_BUSY_TIMEOUT_S, STORE_HINT, VERSION_TABLE
+from gatecfg.store.protocol import StoreReads
 from gatecfg.store.rows import (
     Baseline,
     CoordinateSpec,
@@ -37,6 +39,7 @@ from gatecfg.store.rows import (
     RunInfo,
     history_row,
 )
+from gatecfg.store.sqlite_reads import STATEMENTS
 from gatecfg.store.windowing import (
     WindowRuns,
     chunk_points,
@@ -52,93 +55,16 @@ if TYPE_CHECKING:
     from gatecfg.store.store import Store
     from gatecfg.store.writes import Points
 
-# The newest migration in store/migrations (a test holds the two together) and the table Alembic records
-# it in; here, so that reading the revision needs neither SQLAlchemy nor Alembic.
-SCHEMA_REVISION = "0004"
-VERSION_TABLE = "alembic_version"
-STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
-# The wait for another writer's lock that store/engine.py sets as `PRAGMA busy_timeout` (milliseconds).
-SQLITE_BUSY_TIMEOUT_S = 30.0
 
 # What reads directly: a plain SQLite file URL. A query string (`?timeout=`, `?mode=`), percent-escapes,
 # `:memory:` and `file:` URIs are left to SQLAlchemy's parsing, as is every other store.
 PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<path>[^?%\x00]+)")
 
-TRUSTED = {
-    "trusted": "coalesce(runs.trust_override, runs.gate_trusted) IS 1",
-    "nightly": "coalesce(runs.trust_override, 1) IS 1",
-}
-
-CARRIED = "SELECT 1 FROM carries WHERE carries.coordinate IN ({hashes}) AND carries.undone_at IS NULL LIMIT 1"
-
-# baselines._newest_runs on SQLite: per coordinate, its newest `window` + 1 qualifying runs walked on the
-# runs (series_key, created_at) index as one JSON array, and the lowest and highest steps digest it ever
-# stored.
-WALK = """
-SELECT coordinates.coordinate, coordinates.pk,
-  (SELECT json_group_array(json_array(newest.run_pk, newest.steps_digest, newest.created_at, newest.pk))
-   FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS steps_digest,
-                runs.created_at AS created_at, runs.pk AS pk
-         FROM runs JOIN run_coordinates
-           ON run_coordinates.run_pk = runs.pk AND run_coordinates.coordinate_pk = coordinates.pk
-         WHERE runs.series_key = coordinates.series_key AND {qualifies}{excluded}
-         ORDER BY runs.created_at DESC, runs.pk DESC LIMIT ?) AS newest),
-  (SELECT min(run_coordinates.steps_digest) FROM run_coordinates
-   WHERE run_coordinates.coordinate_pk = coordinates.pk),
-  (SELECT max(run_coordinates.steps_digest) FROM run_coordinates
-   WHERE run_coordinates.coordinate_pk = coordinates.pk)
-FROM coordinates WHERE coordinates.coordinate IN ({hashes}) ORDER BY coordinates.pk
-"""
-
-# baselines._points_rows on SQLite: the finite points of (coordinate_pk, run_pk) pairs in primary-key
-# order; the coordinate list lets run_coordinates' primary key seek, the pairs pick the runs.
-POINTS = """
-SELECT {columns} FROM run_coordinates JOIN metric_points
-  ON metric_points.coordinate_pk = run_coordinates.coordinate_pk
-  AND metric_points.run_pk = run_coordinates.run_pk
-WHERE run_coordinates.coordinate_pk IN ({coordinates})
-  AND (run_coordinates.coordinate_pk, run_coordinates.run_pk) IN (VALUES {pairs})
-  AND metric_points.value BETWEEN ? AND ?
-ORDER BY run_coordinates.coordinate_pk, run_coordinates.run_pk, metric_points.step
-"""
-STEP_COLUMNS = "metric_points.coordinate_pk, metric_points.run_pk, metric_points.step"
-VALUE_COLUMNS = "metric_points.value"
-
-HAS_RUNS = "SELECT runs.pk FROM runs WHERE runs.series_key = ?{excluded} LIMIT 1"
-
-# reads.history on SQLite: one metric's stored values, newest run first, then by key and step; and the
-# coordinates they are stored under.
-HISTORY = """
-SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, metric_points.status,
-  metric_points.ref, metric_points.lo, metric_points.hi, runs.run_id, runs.commit_sha, runs.branch,
-  runs.created_at, runs.gate_trusted, runs.trust_override
-FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk
-  JOIN runs ON runs.pk = metric_points.run_pk
-WHERE coordinates.test = ? AND coordinates.metric = ?{where}
-ORDER BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, coordinates.constraint_key,
-  coordinates.series_key, metric_points.step
-LIMIT ?
-"""
-# reads.coordinates_for on SQLite: every stored key of one series and metric with its amount of history.
-KEYS_OF_METRIC = """
-SELECT coordinates.coordinate, coordinates.series_key, coordinates.test, coordinates.metric,
-  coordinates.steps_key, coordinates.constraint_key,
-  coalesce(sum(run_coordinates.n_values), 0),
-  coalesce(sum(CASE WHEN (coalesce(runs.trust_override, runs.gate_trusted) IS 1)
-    THEN run_coordinates.n_values ELSE 0 END), 0),
-  count(runs.pk), max(runs.created_at) AS last_written
-FROM coordinates LEFT OUTER JOIN run_coordinates ON run_coordinates.coordinate_pk = coordinates.pk
-  LEFT OUTER JOIN runs ON runs.pk = run_coordinates.run_pk
-WHERE coordinates.series_key = ? AND coordinates.metric = ?
-GROUP BY coordinates.pk ORDER BY last_written DESC, coordinates.coordinate
-"""
-HISTORY_KEYS = """
-SELECT pk, coordinate, series_key, test, metric, steps_key, constraint_key FROM coordinates
-WHERE coordinates.test = ? AND coordinates.metric = ?{where}
-"""
+# The columns of a stored coordinate that make its spec, looked up by name in a statement's result.
+SPEC_FIELDS = ("coordinate", "series_key", "test", "metric", "steps_key", "constraint_key")
 
 
-class DirectStore:
+class DirectStore(StoreReads):
     """The store as `gatecfg evaluate` and `gatecfg regimes` use it: `baselines`, `has_runs`,
     `coordinates_for` and `write_run`; `history`. Each is `Store`'s method of the same name, in effect."""
 
@@ -185,7 +111,7 @@ class DirectStore:
         baseline: Baseline = "trusted",
         exclude_run_id: str | None = None,
     ) -> Baselines:
-        """As `Store.baselines`."""
+        """`StoreReads.baselines`, directly when no coordinate carries history and every window is regular."""
         if self._conn is not None and window >= 1:
             with self._read("read baselines from the history store") as conn:
                 found = _baselines(conn, coordinates, window, baseline, exclude_run_id)
@@ -196,12 +122,12 @@ class DirectStore:
         )
 
     def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
-        """As `Store.has_runs`."""
+        """`StoreReads.has_runs`."""
         if self._conn is None:
             return self._full().has_runs(series_key, exclude_run_id=exclude_run_id)
-        excluded, params = _excluded(exclude_run_id)
+        name = "has_runs" if exclude_run_id is None else "has_runs excluding"
         with self._read("read runs from the history store") as conn:
-            found = conn.execute(HAS_RUNS.format(excluded=excluded), [series_key, *params]).fetchone()
+            found = _run(conn, name, series_key=series_key, exclude_run_id=exclude_run_id).fetchone()
         return found is not None
 
     def history(
@@ -213,7 +139,7 @@ class DirectStore:
         series_key: str | None = None,
         limit: int | None = None,
     ) -> list[HistoryRow]:
-        """As `Store.history`."""
+        """`StoreReads.history`."""
         if self._conn is None:
             return self._full().history(
                 test=test, metric=metric, step=step, series_key=series_key, limit=limit
@@ -222,18 +148,19 @@ class DirectStore:
             return _history(conn, test=test, metric=metric, step=step, series_key=series_key, limit=limit)
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
-        """As `Store.coordinates_for` (the re-key check of a cold gate)."""
+        """`StoreReads.coordinates_for` (the re-key check of a cold gate)."""
         if self._conn is None:
             return self._full().coordinates_for(series_key, metric)
         with self._read("read coordinates from the history store") as conn:
-            rows = conn.execute(KEYS_OF_METRIC, [series_key, metric]).fetchall()
+            rows = _run(conn, "keys_of_metric", series_key=series_key, metric=metric).fetchall()
+        at = _columns("keys_of_metric")
         return [
             CoordinateSummary(
-                spec=CoordinateSpec(*row[:6]),
-                n_values=int(row[6]),
-                n_trusted_values=int(row[7]),
-                n_runs=int(row[8]),
-                last_written=None if row[9] is None else _utc(row[9]),
+                spec=CoordinateSpec(*(row[at[field]] for field in SPEC_FIELDS)),
+                n_values=int(row[at["n_values"]]),
+                n_trusted_values=int(row[at["n_trusted_values"]]),
+                n_runs=int(row[at["n_runs"]]),
+                last_written=None if row[at["last_written"]] is None else _utc(row[at["last_written"]]),
             )
             for row in rows
         ]
@@ -307,8 +234,32 @@ def _read_only_uri(path: Path) -> str | None:
     return f"{path.absolute().as_uri()}?mode=ro&immutable=1"
 
 
-def _excluded(exclude_run_id: str | None) -> tuple[str, list[Any]]:
-    return ("", []) if exclude_run_id is None else (" AND runs.run_id != ?", [exclude_run_id])
+def _run(conn: sqlite3.Connection, name: str, **values: Any) -> sqlite3.Cursor:
+    """Run one of store/statements.py's reads by its SQLite text (store/sqlite_reads.py), its parameters
+    in their compiled order: an expanding one's marks written out for its number of items as SQLAlchemy
+    writes them (`?, ?` for values, `VALUES (?, ?), (?, ?)` for pairs), a constant one from the file."""
+    sql, order, constants, expanding, _ = STATEMENTS[name]
+    params: list[Any] = []
+    for key in order:
+        if key in constants:
+            params.append(constants[key])
+        elif key in expanding:
+            items, width = values[key], expanding[key]
+            if width:
+                marks = "VALUES " + ", ".join([f"({_marks(width)})"] * len(items))
+                params.extend(value for item in items for value in item)
+            else:
+                marks = _marks(len(items))
+                params.extend(items)
+            sql = sql.replace(f"__[POSTCOMPILE_{key}]", marks)
+        else:
+            params.append(values[key])
+    return conn.execute(sql, params)
+
+
+def _columns(name: str) -> dict[str, int]:
+    """A statement's result columns by name, for reads whose columns are a table's (`coordinates`)."""
+    return {column: at for at, column in enumerate(STATEMENTS[name][4])}
 
 
 def _marks(n: int) -> str:
@@ -327,14 +278,13 @@ def _baselines(
     `Store` to read."""
     wanted = sorted(set(hashes))
     for chunk in chunks(wanted):
-        if conn.execute(CARRIED.format(hashes=_marks(len(chunk))), chunk).fetchone() is not None:
+        if _run(conn, "carried", hashes=chunk).fetchone() is not None:
             return None
-    excluded, params = _excluded(exclude_run_id)
+    walk = f"walk {baseline}{' excluding' * (exclude_run_id is not None)}"
     windows: dict[str, WindowRuns] = {}
     span: dict[str, tuple[str, str]] = {}
     for chunk in chunks(wanted):
-        sql = WALK.format(qualifies=TRUSTED[baseline], excluded=excluded, hashes=_marks(len(chunk)))
-        walks = conn.execute(sql, [*params, window + 1, *chunk])
+        walks = _run(conn, walk, limit=window + 1, exclude_run_id=exclude_run_id, hashes=chunk)
         for coordinate, coordinate_pk, runs_json, low, high in walks:
             if runs_of := walked(runs_json):
                 windows[coordinate] = WindowRuns(coordinate_pk, runs_of)
@@ -355,13 +305,8 @@ def _baselines(
 
 def _points(conn: sqlite3.Connection, steps: bool, pairs: Sequence[tuple[int, int]]) -> list[Any]:
     coordinate_pks = sorted({pk for pk, _ in pairs})
-    sql = POINTS.format(
-        columns=STEP_COLUMNS if steps else VALUE_COLUMNS,
-        coordinates=_marks(len(coordinate_pks)),
-        pairs=", ".join(["(?, ?)"] * len(pairs)),
-    )
-    params = [*coordinate_pks, *(n for pair in pairs for n in pair), -sys.float_info.max, sys.float_info.max]
-    return conn.execute(sql, params).fetchall()
+    name = "points steps" if steps else "points values"
+    return _run(conn, name, coordinate_pks=coordinate_pks, pairs=pairs).fetchall()
 
 
 def _history(
@@ -373,13 +318,13 @@ def _history(
     series_key: str | None,
     limit: int | None,
 ) -> list[HistoryRow]:
-    in_series, series = ("", []) if series_key is None else (" AND coordinates.series_key = ?", [series_key])
-    at_step, steps = ("", []) if step is None else (" AND metric_points.step = ?", [step])
-    keys = conn.execute(HISTORY_KEYS.format(where=in_series), [test, metric, *series])
-    spec = {pk: CoordinateSpec(*columns) for pk, *columns in keys}
+    where = f"{' at_step' * (step is not None)}{' in_series' * (series_key is not None)}"
+    given = {"test": test, "metric": metric, "step": step, "series_key": series_key}
+    at = _columns("history_keys" + where.replace(" at_step", ""))
+    keys = _run(conn, "history_keys" + where.replace(" at_step", ""), **given)
+    spec = {row[at["pk"]]: CoordinateSpec(*(row[at[field]] for field in SPEC_FIELDS)) for row in keys}
     # LIMIT -1 is SQLite's "no limit".
-    query_params = [test, metric, *steps, *series, -1 if limit is None else limit]
-    rows = conn.execute(HISTORY.format(where=at_step + in_series), query_params)
+    rows = _run(conn, "history" + where, **given, limit=-1 if limit is None else limit)
     return [history_row(row, spec[row[0]], _utc(row[10])) for row in rows]
 
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from gatecfg.errors import InputError, StoreError
 from gatecfg.escape import mask_url
-from gatecfg.store.direct import SQLITE_BUSY_TIMEOUT_S
+from gatecfg.store.facts import SQLITE_BUSY_TIMEOUT_S
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
 CONNECT_HINT = "is the database server up and the URL right? check --db / GATECFG_DB_URL"

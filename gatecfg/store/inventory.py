@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from gatecfg.errors import StoreError
-from gatecfg.store.reads import summaries_query, summary_of
+from gatecfg.store.reads import summary_of
 from gatecfg.store.rows import CoordinateSummary
+from gatecfg.store.statements import summaries_query
 from gatecfg.store.tables import coordinates, metric_points
 from gatecfg.store.windowing import chunks
 

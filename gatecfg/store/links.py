@@ -18,12 +18,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from gatecfg.store.baselines import beyond_window, points_of
-from gatecfg.store.reads import NEWEST_FIRST, qualifies
 from gatecfg.store.rows import Baseline
+from gatecfg.store.statements import ACTIVE_CARRY, NEWEST_FIRST, qualifies
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.windowing import chunks
 
-ACTIVE = carries.c.undone_at.is_(None)
+ACTIVE = ACTIVE_CARRY
 # Each target brings itself and its sources as bound literals; a few hundred keep the statement small.
 TARGETS_PER_QUERY = 200
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
@@ -16,7 +15,6 @@ from sqlalchemy.engine import Connection, Row
 from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     STATUSES,
-    Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
@@ -25,48 +23,14 @@ from gatecfg.store.rows import (
     ValueColumns,
     history_row,
 )
-from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.statements import NEWEST_FIRST, TRUSTED, history_keys, history_values, keys_of_metric
+from gatecfg.store.tables import coordinates, metric_points, runs
 from gatecfg.store.windowing import IN_CHUNK, chunks
-
-# Effective trust: an explicit trust/untrust wins over the verdict the run got when it was written.
-TRUSTED = sa.func.coalesce(runs.c.trust_override, runs.c.gate_trusted)
-NEWEST_FIRST = (runs.c.created_at.desc(), runs.c.pk.desc())
-# Excludes NULL (NaN) and infinities, which no band can be built from.
-FINITE = metric_points.c.value.between(-sys.float_info.max, sys.float_info.max)
-
-
-def qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
-    """Runs whose values form baselines: `trusted` ones, or for `nightly` every run not untrusted by hand."""
-    trust = TRUSTED if baseline == "trusted" else sa.func.coalesce(runs.c.trust_override, sa.true())
-    return trust.is_(True)
 
 
 def coordinates_for(conn: Connection, series_key: str, metric: str) -> list[CoordinateSummary]:
     """Every stored key of one series and metric, with how many values it holds, newest first."""
-    query = summaries_query().where(coordinates.c.series_key == series_key, coordinates.c.metric == metric)
-    return [summary_of(row) for row in conn.execute(query)]
-
-
-def summaries_query() -> sa.Select[Any]:
-    """Stored coordinates with their amount of history, most recently written first; callers add a WHERE."""
-    trusted_values = sa.case((TRUSTED.is_(True), run_coordinates.c.n_values), else_=0)
-    last_written = sa.func.max(runs.c.created_at).label("last_written")
-    return (
-        sa.select(
-            coordinates,
-            sa.func.coalesce(sa.func.sum(run_coordinates.c.n_values), 0).label("n_values"),
-            sa.func.coalesce(sa.func.sum(trusted_values), 0).label("n_trusted_values"),
-            sa.func.count(runs.c.pk).label("n_runs"),
-            last_written,
-        )
-        .select_from(
-            coordinates.outerjoin(
-                run_coordinates, run_coordinates.c.coordinate_pk == coordinates.c.pk
-            ).outerjoin(runs, runs.c.pk == run_coordinates.c.run_pk)
-        )
-        .group_by(coordinates.c.pk)
-        .order_by(last_written.desc(), coordinates.c.coordinate)
-    )
+    return [summary_of(row) for row in conn.execute(keys_of_metric(series_key, metric))]
 
 
 def summary_of(row: Row[Any]) -> CoordinateSummary:
@@ -144,9 +108,10 @@ def run_values(
 # A stored row as the driver hands it over: NULL (a NaN, which SQLite cannot store) reads as NaN.
 _ROW = np.dtype([("run", np.int64), ("step", np.int64), ("value", np.float64)])
 _STATUS_ROW = np.dtype([*_ROW.descr, ("status", f"U{max(map(len, STATUSES))}")])
-# PostgreSQL: a run's values of one coordinate as one row, the steps and values each as one string of
-# their binary (big-endian) forms, which numpy reads whole: a cursor's tuple per value is most of the
-# cost of a read of millions of them, the server's aggregation a fraction.
+# A second spelling of `run_values`' read, kept for speed on PostgreSQL only: a run's values of one
+# coordinate as one row, the steps and values each as one string of their binary (big-endian) forms, which
+# numpy reads whole (through psycopg's binary cursor, which SQLAlchemy does not hand over): a cursor's tuple
+# per value is most of the cost of a read of millions of them, the server's aggregation a fraction.
 _PG_POINTS = (
     "SELECT run_pk, string_agg(int4send(step), ''::bytea ORDER BY step),"
     " string_agg(float8send(coalesce(value, 'NaN'::float8)), ''::bytea ORDER BY step)"
@@ -250,43 +215,8 @@ def history(
 
     Read as plain tuples, each coordinate's spec built once: regimes and the report read every night of a
     gate here (10,000 rows in 0.1 s rather than 0.5 s with a Row and a spec per value)."""
-    query = (
-        sa.select(
-            metric_points.c.coordinate_pk,
-            metric_points.c.step,
-            metric_points.c.value,
-            metric_points.c.status,
-            metric_points.c.ref,
-            metric_points.c.lo,
-            metric_points.c.hi,
-            runs.c.run_id,
-            runs.c.commit_sha,
-            runs.c.branch,
-            runs.c.created_at,
-            runs.c.gate_trusted,
-            runs.c.trust_override,
-        )
-        .select_from(
-            metric_points.join(coordinates, coordinates.c.pk == metric_points.c.coordinate_pk).join(
-                runs, runs.c.pk == metric_points.c.run_pk
-            )
-        )
-        .where(coordinates.c.test == test, coordinates.c.metric == metric)
-        .order_by(
-            *NEWEST_FIRST,
-            coordinates.c.steps_key,
-            coordinates.c.constraint_key,
-            coordinates.c.series_key,
-            metric_points.c.step,
-        )
-        .limit(limit)
-    )
-    keys = sa.select(coordinates).where(coordinates.c.test == test, coordinates.c.metric == metric)
-    if step is not None:
-        query = query.where(metric_points.c.step == step)
-    if series_key is not None:
-        query = query.where(coordinates.c.series_key == series_key)
-        keys = keys.where(coordinates.c.series_key == series_key)
+    query = history_values(test, metric, step, series_key, limit)
+    keys = history_keys(test, metric, series_key)
     spec = {row.pk: spec_of(row) for row in conn.execute(keys)}
     return [history_row(row, spec[row[0]], row[10]) for row in conn.execute(query)]
 

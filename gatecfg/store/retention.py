@@ -25,8 +25,9 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gatecfg.store.reads import FINITE, NEWEST_FIRST, TRUSTED, spec_of
+from gatecfg.store.reads import spec_of
 from gatecfg.store.rows import CoordinateSpec
+from gatecfg.store.statements import FINITE, NEWEST_FIRST, TRUSTED
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.windowing import chunks
 

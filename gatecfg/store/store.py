@@ -16,8 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from gatecfg.errors import StoreError
-from gatecfg.store import baselines, inventory, links, reads, retention, writes
-from gatecfg.store.direct import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
+from gatecfg.store import baselines, inventory, links, reads, retention, statements, writes
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -27,7 +26,9 @@ from gatecfg.store.engine import (
     redact,
     store_errors,
 )
+from gatecfg.store.facts import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
 from gatecfg.store.links import Carry
+from gatecfg.store.protocol import StoreReads
 from gatecfg.store.retention import Retained
 from gatecfg.store.rows import (
     Baseline,
@@ -53,7 +54,7 @@ PG_UPGRADE_LOCK = 0x6761746563666701
 BULK_CACHE_KIB = -32_768
 
 
-class Store:
+class Store(StoreReads):
     """A history store. Open with `Store.open(url)`; use as a context manager or call `close()`."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -173,11 +174,8 @@ class Store:
 
     def has_runs(self, series_key: str, *, exclude_run_id: str | None = None) -> bool:
         """Whether any run of this series is stored (besides `exclude_run_id`, the run being judged)."""
-        query = sa.select(runs.c.pk).where(runs.c.series_key == series_key)
-        if exclude_run_id is not None:
-            query = query.where(runs.c.run_id != exclude_run_id)
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+            return conn.execute(statements.has_runs(series_key, exclude_run_id)).first() is not None
 
     def coordinates_for(self, series_key: str, metric: str) -> list[CoordinateSummary]:
         """Every stored key of one series and metric with its amount of history, most recent first."""

@@ -1,0 +1,169 @@
+"""A step that explodes fails, and absurd nights in the window neither blind the budget rule nor crash it.
+
+The lone step (gatecfg/budget.py, `kind` "step") judges one step on its own, unclipped; the window's
+statistics are robust to a few extreme nights; a window whose arithmetic overflows makes the gate
+`error`, never `pass` and never exit 70."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import REPO, run_cli
+from test_budget import TEST, record, write_gates
+
+from gatecfg.budget import STEP_FLOOR, Null, UnusableWindowError, decide
+
+QUIET = 0.02  # a quiet metric: 2% night-to-night noise
+
+
+def quiet_window(steps: int, nights: int, seed: int, *, log: bool) -> np.ndarray:
+    """steps x nights of a quiet metric around 1.0, newest first: Gaussian, or lognormal (a KL-like
+    metric judged in logs)."""
+    noise = np.random.default_rng(seed).standard_normal((steps, nights + 1))
+    return np.exp(QUIET * noise) if log else 1.0 + QUIET * noise
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["gaussian", "lognormal"])
+@pytest.mark.parametrize("factor", [10.0, 100.0, 1e6], ids=["x10", "x100", "x1e6"])
+@pytest.mark.parametrize("steps", [20, 100, 1000], ids=["20-steps", "100-steps", "1000-steps"])
+def test_one_step_that_explodes_fails_at_any_number_of_steps(steps: int, factor: float, log: bool) -> None:
+    # Before the lone step, a x1e6 step at 20 steps moved a block by at most 5 / sqrt(2) scales and
+    # passed: "within the false-alarm budget".
+    nights = quiet_window(steps, 10, seed=steps, log=log)
+    tonight, window = nights[:, 0].copy(), nights[:, 1:]
+    tonight[steps // 3] *= factor
+
+    decision = decide(tonight, window, direction="up", alpha=0.01)
+
+    assert decision.fired
+    assert decision.kind == "step"
+    assert np.flatnonzero(decision.failing).tolist() == [steps // 3]  # that step, no other
+
+
+def spiky_window(steps: int, nights: int, seed: int, spike: float) -> np.ndarray:
+    """A gradient norm that spikes `spike` times its level on one step of every other night."""
+    rng = np.random.default_rng(seed)
+    values = np.exp(0.15 * rng.standard_normal((steps, nights)))
+    for night in range(0, nights, 2):
+        values[rng.integers(0, steps), night] *= spike
+    return values
+
+
+def test_a_spike_like_those_the_window_shows_passes_and_one_far_beyond_fails() -> None:
+    window = spiky_window(100, 20, seed=3, spike=8.0)
+    tonight = np.exp(0.15 * np.random.default_rng(4).standard_normal(100))
+    like_them, far_beyond = tonight.copy(), tonight.copy()
+    like_them[50] *= 8.0
+    far_beyond[50] *= 1000.0
+
+    assert not decide(like_them, window, direction="up", alpha=0.01).fired
+    assert decide(far_beyond, window, direction="up", alpha=0.01).kind == "step"
+
+
+def test_a_step_beyond_the_noise_but_no_explosion_is_left_to_the_statistics_over_several_steps() -> None:
+    # Three scales on one step of a hundred is what clean nights do now and then: the lone step stays
+    # silent below STEP_FLOOR scales (a positive metric below STEP_RATIO times its median).
+    nights = quiet_window(100, 20, seed=5, log=False)
+    tonight, window = nights[:, 0].copy(), nights[:, 1:]
+    tonight[10] = 1.0 + 0.5 * STEP_FLOOR * QUIET
+
+    null = Null.of(window, direction="up", alpha=0.01, trials=None)
+    [(_, side)] = null.sides
+    night = null.statistics(null.standardise(tonight), side)
+
+    assert night.lone[10] < 1.0
+
+
+@pytest.mark.parametrize("absurd", [1e300, 1e-300], ids=["1e300", "1e-300"])
+def test_an_absurd_night_in_the_window_neither_passes_a_shift_nor_fails_a_clean_night(absurd: float) -> None:
+    # Nine nights near 1.0 and one absurd one: before, the absurd night's clipped statistics widened
+    # every threshold past what any night can reach, and a run at 5.0 on every step passed.
+    window = quiet_window(20, 10, seed=8, log=False)[:, 1:]
+    window[:, 3] = absurd
+    clean = quiet_window(20, 0, seed=9, log=False)[:, 0]
+
+    shifted = decide(np.full(20, 5.0), window, direction="up", alpha=0.01)
+    null = Null.of(window, direction="up", alpha=0.01, trials=None)
+    [(_, side)] = null.sides
+    every_step = null.statistics(null.standardise(np.full(20, 5.0)), side)
+
+    assert shifted.fired
+    assert every_step.severity[0] > 1.0  # the mean over all steps fires, not only the lone step
+    assert not decide(clean, window, direction="up", alpha=0.01).fired
+
+
+def test_a_window_whose_values_overflow_is_unusable_not_a_pass() -> None:
+    window = 1e308 * np.sign(np.random.default_rng(1).standard_normal((20, 10)))
+
+    with pytest.raises(UnusableWindowError, match=r"cannot be computed|too large"):
+        Null.of(window, direction="up", alpha=0.01, trials=None)
+
+
+def test_evaluate_makes_a_gate_over_an_overflowing_history_an_error_with_its_reason(tmp_path: Path) -> None:
+    # Before: numpy's LinAlgError out of the budget rule, exit 70 on the sixth `evaluate --write`.
+    gates = write_gates(tmp_path, enforce=True)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    signs = np.sign(np.random.default_rng(2).standard_normal((8, 20)))
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
+    for night, values in enumerate(1e308 * signs[:-1]):
+        written = run_cli(
+            *args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}"
+        )
+        assert written.code in (0, 1), written.err
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", 1e308 * signs[-1]), "--format", "json")
+
+    report = json.loads(result.out)
+    [gate] = report["gates"]
+    assert result.code == 1  # an enforced gate that errs fails the job
+    assert gate["status"] == "error"
+    assert "baseline cannot be judged against" in gate["why"]
+    assert "too large to standardise" in gate["why"] or "cannot be computed" in gate["why"]
+
+
+def test_evaluate_fails_a_run_whose_one_step_exploded_and_names_that_step(tmp_path: Path) -> None:
+    gates = write_gates(tmp_path, enforce=True)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    nights = quiet_window(20, 9, seed=12, log=True).T
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
+    for night, values in enumerate(nights[1:]):
+        run_cli(*args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}")
+    tonight = nights[0].copy()
+    tonight[7] *= 1e6
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", tonight), "--format", "json")
+
+    [gate] = json.loads(result.out)["gates"]
+    failing = [v["step"] for v in json.loads(result.out)["verdicts"] if v["status"] == "fail"]
+    assert result.code == 1
+    assert failing == [7]
+    assert gate["why"].startswith("1 of 20 steps moved up (step 7); step 7 exploded on its own")
+
+
+@pytest.mark.parametrize("factor", [5.0, 100.0, 1e6], ids=["x5", "x100", "x1e6"])
+def test_the_shipped_grad_norm_one_liner_fails_a_step_that_exploded(tmp_path: Path, factor: float) -> None:
+    # Before: the shipped `train/grad_norm:` (budget both) passed a 5x, 100x or 1e6x step after eight
+    # quiet nightlies, and so did the pytest plugin's enforced gate built on it.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text(
+        (REPO / "gates" / "base.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    one_liner = "  train/grad_norm:\n    enforce: true\n"
+    mfu = "  perf/actor_train_mfu:\n    steps: last\n    constraint: null\n"  # base.yaml's rule asks for it
+    (gates / "t.yaml").write_text(f"test: {TEST}\ngates:\n{one_liner}{mfu}", encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    nights = quiet_window(50, 8, seed=21, log=True).T
+    args = ("evaluate", "--gates", gates, "--test", TEST, "--db", db)
+    for night, values in enumerate(nights[1:]):
+        run_cli(*args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}")
+    tonight = nights[0].copy()
+    tonight[30] *= factor
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", tonight), "--format", "json")
+
+    assert result.code == 1, result.out
+    assert [v["step"] for v in json.loads(result.out)["verdicts"] if v["status"] == "fail"] == [30]
