@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gatecfg import settings
-from gatecfg.errors import GateFileError
+from gatecfg.errors import GateFileError, InputError
 
 if TYPE_CHECKING:
     from gatecfg.errors import Problem
@@ -62,6 +62,13 @@ def evaluate(
     """
     from gatecfg.evaluation import Request, run_evaluation
 
+    _check_argument("test", test, str)
+    _check_argument("gates", gates, str | os.PathLike)
+    _check_argument("db", db, str | None)
+    _check_argument("series", series, Mapping | None)
+    for key, value in (series or {}).items():
+        _check_argument(f"series[{key!r}]", value, str)
+        _check_argument("a series label", key, str)
     return run_evaluation(
         Request(
             gates=settings.gates_root(gates),
@@ -80,6 +87,21 @@ def evaluate(
             meta=dict(meta or {}),
         )
     )
+
+
+def _check_argument(name: str, value: object, expected: Any) -> None:
+    """An argument of the wrong type is an InputError naming it (as a flag is on the command line), not
+    a TypeError from deep inside."""
+    if not isinstance(value, expected):
+        from gatecfg.records.values import shorten
+
+        shown = shorten(repr(value))
+        raise InputError.at(name, f"{shown} is {type(value).__name__}, not {_described(expected)}")
+
+
+def _described(expected: Any) -> str:
+    names = {str: "a string", os.PathLike: "a path", Mapping: "a mapping", type(None): "None"}
+    return " or ".join(names.get(t, t.__name__) for t in getattr(expected, "__args__", (expected,)))
 
 
 def load_gates(root: StrPath | None = None) -> GateTree:

@@ -31,7 +31,7 @@ from gatecfg.cli_args import (
 )
 from gatecfg.cli_rekey import add_rekey
 from gatecfg.cli_setup import add_setup
-from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, format_problems
+from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, StoreError, format_problems
 from gatecfg.escape import terminal
 from gatecfg.extras import require
 from gatecfg.report import FORMATS, Output
@@ -340,21 +340,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         branch=args.branch,
         url=args.url,
         require_history=args.require_history,
-        write_override=_override(args),
+        write_override=args.override_write_policy,
         meta=run_meta(args.meta),
     )
     return print_report(report, outputs, summary, verbose=args.verbose)
-
-
-def _override(args: argparse.Namespace) -> str | None:
-    reason: str | None = args.override_write_policy
-    if reason is None:
-        return None
-    if not reason.strip():
-        raise InputError.at("--override-write-policy", "give the reason the write is allowed anyway")
-    if not args.write:
-        raise InputError.at("--override-write-policy", "only means something with --write")
-    return reason.strip()
 
 
 def _lint(args: argparse.Namespace) -> int:
@@ -428,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except GatecfgError as exc:
         if fmt == "github":
-            print(format_problems(exc.problems, "github"))
+            # A store's location is its (masked) URL, no file in the repository to annotate.
+            print(format_problems(exc.problems, "github", in_file=not isinstance(exc, StoreError)))
         print(format_problems(exc.problems, "text"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -64,15 +64,21 @@ class Problem:
             head += f"\n  hint: {terminal(self.hint, lines=True)}"
         return head
 
-    def github(self) -> str:
-        """A GitHub Actions workflow command that annotates the line in the PR."""
-        props = [f"file={github_property(self.location.path)}"]
-        if self.location.line is not None:
-            props.append(f"line={self.location.line}")
-        if self.location.col is not None:
-            props.append(f"col={self.location.col}")
+    def github(self, *, in_file: bool = True) -> str:
+        """A GitHub Actions workflow command that annotates the line in the PR. A problem that is not in a
+        file (`in_file=False`: the store's, whose location is its URL) is a plain annotation that names
+        its location in the message, never as a file to open."""
+        props = []
+        if in_file:
+            props.append(f"file={github_property(self.location.path)}")
+            if self.location.line is not None:
+                props.append(f"line={self.location.line}")
+            if self.location.col is not None:
+                props.append(f"col={self.location.col}")
         props.append("title=gatecfg")
         body = f"{self.dotted}: {self.message}" if self.dotted else self.message
+        if not in_file:
+            body = f"{self.location}: {body}"
         if self.hint:
             body += f"\nhint: {self.hint}"
         return f"::{self.severity} {','.join(props)}::{github_data(body)}"
@@ -89,13 +95,14 @@ class Problem:
         }
 
 
-def format_problems(problems: Iterable[Problem], fmt: str) -> str:
-    """Render problems as `text`, `github` or `json` (one JSON array)."""
+def format_problems(problems: Iterable[Problem], fmt: str, *, in_file: bool = True) -> str:
+    """Render problems as `text`, `github` or `json` (one JSON array); `in_file` as for `Problem.github`."""
     items = sorted(problems, key=lambda p: (p.location, p.dotted, p.message))
     if fmt == "json":
         return json.dumps([p.as_json() for p in items], indent=2)
-    render = Problem.github if fmt == "github" else Problem.text
-    return "\n".join(render(p) for p in items)
+    if fmt == "github":
+        return "\n".join(p.github(in_file=in_file) for p in items)
+    return "\n".join(p.text() for p in items)
 
 
 class GatecfgError(Exception):

@@ -26,7 +26,7 @@ from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
-from gatecfg.write_policy import ci_job, write_refusal
+from gatecfg.write_policy import check_override, ci_job, write_refusal
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,12 @@ class Request:
 def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
+    override = check_override(req.write_override, write=req.write)
+    # The write policy comes first after the gates that hold it: a refused write reads no record and
+    # opens no store.
     resolved = load_tree(req.gates).test(test)
     if req.write:
-        check_write_policy(resolved, req.write_override)
+        check_write_policy(resolved, override)
     record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
@@ -112,7 +115,7 @@ def run_evaluation(req: Request) -> RunReport:
                 created_at=now,
                 gate_trusted=is_trusted,
                 written_by=__version__,
-                write_override=req.write_override,
+                write_override=override,
                 meta=origin.meta,
             )
             stored = store.write_run(
@@ -184,14 +187,14 @@ def _check_same_series(store: DirectStore, run: RunInfo) -> None:
 def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
     """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
     refusal = write_refusal(resolved.policy.write, ci_job())
-    if refusal is None or override:
+    if refusal is None or override is not None:
         return
     raise InputError.at(
         "--write",
         f"this job may not write a baseline: {refusal}",
         hint="a pull request's run must not become history; nightlies on the default branch write. "
-        "Allow more with `policy.write` in base.yaml, or pass "
-        "--override-write-policy REASON for a backfill (the reason is stored with the run)",
+        "Allow more with `policy.write` in base.yaml, or pass --override-write-policy REASON "
+        "(the API's write_override) for a backfill; the reason is stored with the run",
     )
 
 

@@ -1,4 +1,5 @@
-"""Where a run came from: flags, then the CI environment (GitHub Actions, GitLab, Buildkite, Jenkins)."""
+"""Where a run came from: flags, then the CI environment (GitHub Actions, GitLab, Buildkite, Jenkins,
+CircleCI, Azure Pipelines, Travis CI, Bitbucket Pipelines: the systems `write_policy` knows)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ def _ci_url(env: Mapping[str, str]) -> str | None:
     if server and repo and run:
         attempt = env.get("GITHUB_RUN_ATTEMPT")
         return f"{server}/{repo}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
-    return _first(env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL")
+    return _first(
+        env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL", "CIRCLE_BUILD_URL", "TRAVIS_BUILD_WEB_URL"
+    )
 
 
 def _source_url(env: Mapping[str, str]) -> str | None:
@@ -88,7 +91,17 @@ def provenance(
     """Flags win over the environment. The default run id names one evaluation of one test:
     `<ci run id>.<attempt>:<test>` in CI, so a CI job that gates several tests stores each once."""
     env = os.environ if env is None else env
-    ci_run_id = _first(env, "GITHUB_RUN_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "BUILD_ID")
+    ci_run_id = _first(
+        env,
+        "GITHUB_RUN_ID",
+        "CI_PIPELINE_ID",
+        "BUILDKITE_BUILD_ID",
+        "BUILD_ID",
+        "CIRCLE_WORKFLOW_ID",
+        "BUILD_BUILDID",
+        "TRAVIS_BUILD_ID",
+        "BITBUCKET_BUILD_NUMBER",
+    )
     attempt = _first(env, "GITHUB_RUN_ATTEMPT", "BUILDKITE_RETRY_COUNT")
     for flag, given in (("--run-id", run_id), ("--commit", commit), ("--branch", branch), ("--url", url)):
         check_name(given, flag)
@@ -100,9 +113,30 @@ def provenance(
             run_id = f"local-{stamp}-{uuid.uuid4().hex[:8]}:{test}"
     found = Provenance(
         run_id=run_id,
-        commit=commit or _first(env, "GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT"),
+        commit=commit
+        or _first(
+            env,
+            "GITHUB_SHA",
+            "CI_COMMIT_SHA",
+            "BUILDKITE_COMMIT",
+            "GIT_COMMIT",
+            "CIRCLE_SHA1",
+            "BUILD_SOURCEVERSION",
+            "TRAVIS_COMMIT",
+            "BITBUCKET_COMMIT",
+        ),
         branch=branch
-        or _first(env, "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH", "BRANCH_NAME"),
+        or _first(
+            env,
+            "GITHUB_REF_NAME",
+            "CI_COMMIT_REF_NAME",
+            "BUILDKITE_BRANCH",
+            "BRANCH_NAME",
+            "CIRCLE_BRANCH",
+            "BUILD_SOURCEBRANCHNAME",
+            "TRAVIS_BRANCH",
+            "BITBUCKET_BRANCH",
+        ),
         ci_run_id=ci_run_id,
         ci_run_attempt=attempt,
         # A link to the CI run is shown in reports and kept in the store: never with a credential in it.
@@ -130,6 +164,11 @@ def check_name(value: str | None, where: str) -> None:
     too long (`models.name_problem`)."""
     if value is None:
         return
+    if not isinstance(value, str):
+        # The API's arguments are typed str, but nothing stops a caller passing `commit=5`.
+        raise InputError.at(
+            where, f"{shorten(repr(value))} is {type(value).__name__}, not a string", hint="pass it as text"
+        )
     problem = "is empty" if not value.strip() else name_problem(value)
     if problem is not None:
         raise InputError.at(where, f"{shorten(value)!r} {problem}", hint="give a short printable identifier")

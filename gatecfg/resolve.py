@@ -263,7 +263,21 @@ def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
         problems.append(Problem(Location(where), f"cannot list the folder: {exc.strerror or exc}"))
 
     found: list[Path] = []
-    for folder, _dirs, names in os.walk(root, onerror=unreadable):
+    real_root = root.resolve()
+    for folder, dirs, names in os.walk(root, onerror=unreadable):
+        # os.walk does not follow a link to a folder; one that leaves the gates root would hide what it
+        # holds, so it is an error (one inside the root is walked where it really is).
+        for name in dirs:
+            path = Path(folder) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
+                problems.append(
+                    Problem(
+                        Location(display_path(path)),
+                        f"is a link to the folder {display_path(path.resolve())}, outside the gates root "
+                        f"{display_path(real_root)}",
+                        hint="gate and base files live inside the gates folder: move the folder in",
+                    )
+                )
         for name in names:
             path = Path(folder) / name
             if path.suffix not in YAML_SUFFIXES:
@@ -275,7 +289,9 @@ def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
                 reason = f"cannot read the file{link}: {exc.strerror or exc}"
                 problems.append(Problem(Location(display_path(path)), reason))
                 continue
-            if path.is_file():
+            # Not only regular files: a FIFO, socket or device named like a gate file is read, and refused
+            # there with its kind (a link out of the root at the link), never skipped with "0 errors".
+            if not path.is_dir():
                 found.append(path)
     return sorted(found)
 

@@ -16,16 +16,19 @@ pytest plugin):
 
 A value comes whole from one level: `--series` given replaces the file's labels, it does not merge with
 them. An entry point passes `None` for what its user did not give and gets the resolved value back;
-nothing else reads these environment variables or files. A bare path given as a store is a SQLite file.
+nothing else reads these environment variables or files. A bare path given as a store is a SQLite file;
+a libpq keyword DSN (`host=h dbname=d`) the PostgreSQL database it names.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from gatecfg.errors import InputError
 
@@ -180,4 +183,58 @@ def _shown(path: Path) -> str:
 
 
 def _as_url(url: str) -> str:
-    return url if "://" in url else f"sqlite:///{url}"
+    """A URL as given; a libpq keyword DSN (`host=... dbname=...`) as the PostgreSQL URL it means; any
+    other bare path a SQLite file."""
+    if "://" in url:
+        return url
+    if _LIBPQ_DSN.match(url):
+        return _libpq_url(url)
+    return f"sqlite:///{url}"
+
+
+# A libpq connection string starts with one of its keywords and `=`: never read as a SQLite file name
+# (which printed the password in the hint, and created a file named after it).
+_LIBPQ_DSN = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|connect_timeout|"
+    r"application_name|options|target_session_attrs)\s*=",
+    re.IGNORECASE,
+)
+_LIBPQ_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _libpq_url(dsn: str) -> str:
+    """The postgresql+psycopg URL of a libpq keyword DSN, parsed by libpq itself (through psycopg)."""
+    hint = "or write it as a URL: postgresql+psycopg://user:password@host:5432/dbname"
+    shown = _LIBPQ_PASSWORD.sub(r"\1***", dsn)
+    try:
+        from psycopg import Error as PsycopgError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        raise InputError.at(
+            "--db",
+            f"`{shown}` is a PostgreSQL keyword DSN, and the `postgres` extra is not installed",
+            hint=f"pip install 'gatecfg[postgres]', {hint}",
+        ) from None
+    try:
+        parts = conninfo_to_dict(dsn)
+    except PsycopgError:
+        # Neither psycopg's message nor the text is shown: around the mistake may be the password.
+        raise InputError.at(
+            "--db",
+            "the value starts like a PostgreSQL keyword DSN (`host=... dbname=...`) but does not parse as "
+            "one (not shown: it may hold a password)",
+            hint="quote a value with spaces as key='a b', " + hint,
+        ) from None
+    if "hostaddr" in parts and "host" not in parts:
+        parts["host"] = parts.pop("hostaddr")
+    user, password = parts.pop("user", None), parts.pop("password", None)
+    host, port, dbname = parts.pop("host", None), parts.pop("port", None), parts.pop("dbname", None)
+    auth = quote(str(user), safe="") if user is not None else ""
+    if password is not None:
+        auth += ":" + quote(str(password), safe="")
+    netloc = (auth + "@" if auth else "") + (str(host) if host is not None else "")
+    netloc += f":{port}" if port is not None else ""
+    query = urlencode({key: str(value) for key, value in parts.items()})
+    return f"postgresql+psycopg://{netloc}/{quote(str(dbname or ''), safe='')}" + (
+        f"?{query}" if query else ""
+    )

@@ -1,6 +1,7 @@
-"""Reading a user's file as text (one wording for a missing file, a folder, a symlink loop and bytes that
-are not UTF-8), and writing one: in place through a symlink, to a device or pipe as it is, and otherwise
-atomically without leaving a temporary file behind when the disk is full."""
+"""Reading a user's file (one wording for a missing file, a folder, a symlink loop, a pipe or device, a file
+past its reader's size limit and bytes that are not UTF-8), and writing one: in place through a symlink, to a
+device or pipe as it is, and otherwise atomically without leaving a temporary file behind when the disk is
+full."""
 
 from __future__ import annotations
 
@@ -8,23 +9,113 @@ import codecs
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from gatecfg.errors import InputError, Location
 
+MB = 1_000_000
 
-def read_text(path: Path, shown: str, *, what: str, hint: str) -> str:
-    """The file's text; `what` names the kind of file in messages ("record file", "export file")."""
+
+def size_text(size: int) -> str:
+    return f"{size / MB:,.1f} MB" if size >= MB // 10 else f"{size:,} bytes"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+@contextmanager
+def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) -> Iterator[BinaryIO]:
+    """A user's file, open for reading in binary, once it is known to be a regular file of at most `limit`
+    bytes. The file is opened without blocking and checked on the open descriptor, so a FIFO (with or
+    without a writer), a device (`/dev/zero`) or a socket is refused before one byte is read, and a file
+    larger than its reader's documented limit (a 2 GiB sparse file) is refused by its size, not by a
+    MemoryError. A reader that reads past `limit` on a file that grows is stopped by `read_limited`."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise InputError.at(Location(shown), f"{what} not found", hint=hint) from None
+        raise InputError.at(Location(shown), f"{what} not found", hint=hint or None) from None
     except IsADirectoryError:
-        raise InputError.at(Location(shown), f"is a directory, not a {what}", hint=hint) from None
-    except (OSError, RuntimeError, ValueError) as exc:
-        # RuntimeError: pathlib's word for a symlink loop; ValueError: a NUL in the path.
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputError.at(Location(shown), f"cannot read the {what}: {reason}") from None
+        raise InputError.at(Location(shown), f"is a directory, not {_a(what)}", hint=hint or None) from None
+    except (OSError, ValueError) as exc:
+        # ValueError: a NUL in the path; ELOOP: a symlink loop; ENXIO: a socket, which cannot be opened.
+        mode = _mode(path)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise _not_regular(shown, what, mode, hint) from None
+        raise InputError.at(Location(shown), f"cannot read the {what}: {_reason(exc)}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(shown, what, info.st_mode, hint)
+        if info.st_size > limit:
+            raise too_large(shown, what, info.st_size, limit)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        yield handle
+
+
+def _a(what: str) -> str:
+    return f"an {what}" if what[:1] in "aeiou" else f"a {what}"
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def _not_regular(shown: str, what: str, mode: int, hint: str) -> InputError:
+    return InputError.at(
+        Location(shown),
+        f"is {_kind(mode)}, not {_a(what)}: gatecfg reads regular files only",
+        hint=hint or None,
+    )
+
+
+def too_large(shown: str, what: str, size: int | None, limit: int) -> InputError:
+    told = f"the {what} is {size_text(size)}" if size is not None else f"the {what} is larger than that"
+    return InputError.at(
+        Location(shown),
+        f"{told}; gatecfg reads {_a(what)} of at most {size_text(limit)}",
+        hint="this limit keeps a hostile or runaway file from exhausting the runner (docs/security.md)",
+    )
+
+
+def read_limited(handle: BinaryIO, shown: str, *, what: str, limit: int) -> bytes:
+    """All of an open file's bytes, but never more than `limit` (a file that grows while it is read)."""
+    data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise too_large(shown, what, None, limit)
+    return data
+
+
+def read_bytes(path: Path, shown: str, *, what: str, limit: int, hint: str) -> bytes:
+    """A user's regular file's bytes, at most `limit` of them (`open_user_file`)."""
+    with open_user_file(path, shown, what=what, limit=limit, hint=hint) as handle:
+        try:
+            return read_limited(handle, shown, what=what, limit=limit)
+        except OSError as exc:
+            raise InputError.at(Location(shown), f"cannot read the {what}: {_reason(exc)}") from None
+
+
+def read_text(path: Path, shown: str, *, what: str, hint: str, limit: int) -> str:
+    """The file's text; `what` names the kind of file in messages ("record file", "export file")."""
+    data = read_bytes(path, shown, what=what, limit=limit, hint=hint)
     return decode_utf8(data, shown, hint=f"save the {what} as UTF-8 text")
 
 

@@ -38,6 +38,7 @@ except ImportError:  # no compiler for the platform: the pure parser does it all
 
 from gatecfg.errors import InputError, Location, Problem
 from gatecfg.memory import collector_paused
+from gatecfg.textio import read_bytes
 
 KeyPath = tuple[str | int, ...]
 
@@ -91,12 +92,11 @@ def dotted(path: KeyPath) -> str:
 
 
 def read_yaml(path: Path, display: str | None = None) -> LoadedDoc:
+    """A YAML file of the gates folder: a regular file of at most MAX_BYTES (a FIFO, a socket or a device
+    named `*.yaml` is an error, never a hang or an endless read)."""
     shown = display or str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError.at(Location(shown), f"cannot read the file: {exc.strerror or exc}") from None
-    return load_yaml(raw, shown)
+    hint = "a gate or base file is a plain file inside the gates folder"
+    return load_yaml(read_bytes(path, shown, what="YAML file", limit=MAX_BYTES, hint=hint), shown)
 
 
 def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
@@ -146,14 +146,18 @@ _VERSION_DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S*)", re.MULTILINE)
 
 
 def _check_version(text: str, path: str) -> None:
-    """A `%YAML` directive names 1.1 or 1.2: the pure parser asserts on any other (a crash, not an error)."""
+    """A `%YAML` directive names 1.2. Under 1.1 `yes`, `on`, `010` and `1:30` are true, true, 8 and 90, where
+    gatecfg (as YAML 1.2) reads the strings, 10 and the string: a file that asks for 1.1 would be read
+    differently from what its author meant, so it is an error at the directive, as any other version is
+    (the pure parser asserts on those: a crash, not an error)."""
     for found in _VERSION_DIRECTIVE.finditer(text):
-        if found.group(1) not in ("1.1", "1.2"):
+        if found.group(1) != "1.2":
             line = text.count("\n", 0, found.start()) + 1
             raise InputError.at(
                 Location(path, line, found.start(1) - found.start() + 1),
-                f"invalid YAML: `%YAML {found.group(1)}` is not a YAML version gatecfg reads",
-                hint="write `%YAML 1.2`, or leave the directive out",
+                f"invalid YAML: `%YAML {found.group(1)}` is not a YAML version gatecfg reads "
+                "(it reads YAML 1.2)",
+                hint="leave the directive out (or write `%YAML 1.2`), and write booleans as `true`/`false`",
             )
 
 
@@ -482,7 +486,8 @@ class _Converter:
         tag = ctag.suffix
         if tag == _STR_TAG:
             return node.value
-        if tag in _SCALAR_TAGS:
+        # libyaml gives `!!null xyz` the same tag as a resolved `null`: the text says which it was.
+        if tag in _SCALAR_TAGS and _reads_as(node.value, tag):
             try:
                 return self.constructor.yaml_constructors[tag](self.constructor, node)
             except (ValueError, KeyError, TypeError, OverflowError):
@@ -505,6 +510,16 @@ class _Converter:
             return str(node.value)  # no field takes a date: keep the text so the error quotes it
         if tag not in _SCALAR_TAGS:
             self.check_tag(node, tag, _STR_TAG, path)
+        if not _reads_as(node.value, tag):
+            # An explicit tag on text of another type: the constructors are lenient (`!!null xyz` is None,
+            # `!!bool yes` True, as YAML 1.1 read them), so the text must be what YAML 1.2 reads as that type.
+            name = _short_tag(tag)
+            raise self.fail(
+                node,
+                f"`{name} {node.value}` is not a valid {name.removeprefix('!!')} in YAML 1.2",
+                path,
+                hint=f"remove the `{name}` tag, or write a value of that type",
+            )
         try:
             # The constructor's own table, without construct_object's bookkeeping for recursive objects
             # (a scalar is never one) and its per-node tag decoding.
@@ -593,6 +608,29 @@ def _outer_keys(path: KeyPath, keep: int = 3) -> KeyPath:
 
 def _is_empty(node: Node) -> bool:
     return isinstance(node, ScalarNode) and node.value == "" and not node.style  # plain: None or ""
+
+
+@functools.cache
+def _implicit_table() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    """YAML 1.2's resolver table: the (tag, pattern) pairs to try, by the text's first character."""
+    return dict(_yaml(pure=True).resolver.versioned_resolver)
+
+
+def _implicit_tag(text: str) -> str:
+    """The tag YAML 1.2 gives `text` as a plain scalar, as `BaseResolver.resolve` finds it, without the
+    per-call version lookups and Tag objects that cost more than the match (every number of a large file
+    is checked)."""
+    table = _implicit_table()
+    for tag, pattern in [*table.get(text[:1], ()), *table.get(None, ())]:
+        if pattern.match(text):
+            return str(tag)
+    return _STR_TAG
+
+
+def _reads_as(text: str, tag: str) -> bool:
+    """Whether a scalar tagged `tag` holds text YAML 1.2 reads as that type (a whole number is a float)."""
+    implicit = _implicit_tag(text)
+    return implicit == tag or (tag == f"{_TAG}float" and implicit == f"{_TAG}int")
 
 
 def _tag(node: Node) -> str:

@@ -23,6 +23,18 @@ CI_VARIABLES = (
     "GITLAB_CI",
     "BUILDKITE",
     "JENKINS_URL",
+    "CIRCLECI",
+    "TF_BUILD",
+    "TRAVIS",
+    "BITBUCKET_BUILD_NUMBER",
+    "BITBUCKET_PIPELINE_UUID",
+    # Any CI sets one of these (gatecfg.write_policy refuses a write from a CI it does not know).
+    "CI",
+    "CONTINUOUS_INTEGRATION",
+    "BUILD_NUMBER",
+    "TEAMCITY_VERSION",
+    "DRONE",
+    "APPVEYOR",
 )
 
 

@@ -48,8 +48,12 @@ def flat(text: str) -> str:
 def subprocess_env() -> dict[str, str]:
     """The environment for a `python -m gatecfg` child: this checkout first on the path (not whatever
     gatecfg is installed), and no CI or GATECFG_ variable that would change what a run stores."""
-    ignored = ("GITHUB_", "CI_", "BUILDKITE", "GATECFG_")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(ignored)}
+    ignored = ("GITHUB_", "CI_", "BUILDKITE", "GATECFG_", "CIRCLE", "TRAVIS", "BITBUCKET_", "TF_BUILD")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(ignored) and key not in ("CI", "JENKINS_URL", "BUILD_NUMBER")
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     return env
 

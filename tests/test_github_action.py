@@ -110,6 +110,7 @@ def run_action(project: Path, tmp_path: Path, **inputs: str) -> tuple[int, dict[
     runner.mkdir(exist_ok=True)
     env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO),  # the `gatecfg` on PATH runs this checkout's code
         "RUNNER_TEMP": str(runner),
         "GITHUB_OUTPUT": str(runner / "output"),
         "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
@@ -134,6 +135,7 @@ DEFAULTS = {
     "fail_on_rekey": "false",
     "base": "",
     "series": "",
+    "missing_store": "fail",
 }
 
 
@@ -190,3 +192,170 @@ def test_action_rejects_an_unknown_command(project: Path, tmp_path: Path) -> Non
     code, outputs, stdout = run_action(project, tmp_path, command="evaluat")
     assert (code, outputs["exit-code"]) == (2, "2")
     assert "command must be lint, diff or evaluate, not 'evaluat'" in stdout
+
+
+# ---------------------------------------------------------------------- inputs never reach a shell or git
+
+
+def _git_project(project: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "gates"],
+        check=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "origin/--upload-pack=touch pwned;false",
+        "--upload-pack=touch pwned",
+        "origin/-oProxyCommand=touch pwned",
+        "origin/main;touch pwned",
+        "origin/$(touch pwned)",
+        "origin/main\ntouch pwned",
+        "-c core.pager=touch pwned",
+    ],
+    ids=["upload-pack-after-origin", "upload-pack", "ssh-option", "semicolon", "substitution", "newline",
+         "git-config"],
+)  # fmt: skip
+def test_a_base_input_is_a_revision_never_an_option_or_a_command(
+    project: Path, tmp_path: Path, base: str
+) -> None:
+    _git_project(project)
+    code, outputs, stdout = run_action(project, tmp_path, command="diff", base=base)
+    assert (code, outputs["exit-code"]) == (2, "2")
+    assert "::error title=gatecfg::base must be a branch, tag or commit" in stdout
+    assert not (project / "pwned").exists()
+    assert "report-json" not in outputs  # nothing ran, so no report was written
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "lint\n::error file=evil.py::forged",
+        "x\r\n::warning::forged",
+        "%0A::error::forged",
+        "evaluat\n::stop-commands::t",
+    ],
+    ids=["lf", "crlf", "encoded", "stop-commands"],
+)  # fmt: skip
+def test_a_command_input_cannot_forge_a_workflow_command(project: Path, tmp_path: Path, command: str) -> None:
+    code, _, stdout = run_action(project, tmp_path, command=command)
+    assert code == 2
+    lines = stdout.splitlines()
+    assert [line for line in lines if line.startswith("::")] == [lines[0]]
+    assert lines[0].startswith("::error title=gatecfg::command must be lint, diff or evaluate")
+    assert "forged" not in lines[0].replace("%0A", " ").split("::", 2)[1]
+
+
+def test_a_fork_pull_request_without_a_store_fails_closed_by_default(project: Path, tmp_path: Path) -> None:
+    code, outputs, stdout = run_action(project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl")
+    assert (code, outputs["exit-code"]) == (3, "3")
+    assert "::error title=gatecfg::sqlite:///.gatecfg/history.db: no history store" in stdout
+    assert "file=sqlite" not in stdout  # the store's URL is no file to annotate
+    assert "set missing-store: notice" in stdout
+    # Outputs name only files that were written: none were.
+    assert set(outputs) == {"exit-code"}
+
+
+def test_a_fork_pull_request_without_a_store_passes_with_a_notice_when_asked(
+    project: Path, tmp_path: Path
+) -> None:
+    code, outputs, stdout = run_action(
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", missing_store="notice"
+    )
+    assert (code, outputs["exit-code"]) == (0, "0")
+    assert stdout.startswith("::notice title=gatecfg::no history store")
+    assert "nothing was gated" in stdout
+    assert set(outputs) == {"exit-code"}
+
+
+def test_missing_store_notice_does_not_hide_a_store_that_is_there_but_broken(
+    project: Path, tmp_path: Path
+) -> None:
+    code, outputs, stdout = run_action(
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", missing_store="notice",
+        action_db_url="postgresql+psycopg://u:hunter2@127.0.0.1:1/x",
+    )  # fmt: skip
+    assert (code, outputs["exit-code"]) == (3, "3")
+    assert "::error title=gatecfg::postgresql+psycopg://u:***@127.0.0.1:1/x: cannot connect" in stdout
+    assert "hunter2" not in stdout
+
+
+def test_a_bad_missing_store_value_is_an_input_error(project: Path, tmp_path: Path) -> None:
+    code, _, stdout = run_action(project, tmp_path, command="evaluate", test=TEST, missing_store="pass")
+    assert code == 2
+    assert "missing-store must be fail or notice, not 'pass'" in stdout
+
+
+def test_diff_with_fail_on_rekey_annotates_an_error(project: Path, tmp_path: Path) -> None:
+    _git_project(project)
+    base = project / "gates" / "base.yaml"
+    base.write_text(base.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"))
+    code, outputs, stdout = run_action(project, tmp_path, command="diff", base="main", fail_on_rekey="true")
+    assert (code, outputs["exit-code"]) == (1, "1")
+    assert "::error file=gates/base.yaml" in stdout
+    assert "::warning" not in stdout
+    warn_code, _, warn_stdout = run_action(project, tmp_path, command="diff", base="main")
+    assert warn_code == 0
+    assert "::warning file=gates/base.yaml" in warn_stdout
+
+
+# ---------------------------------------------------------------------- installed once per job
+
+FAKE_PYTHON = """#!/bin/bash
+# `python3 -m venv DIR` makes a venv whose pip logs its arguments and installs a gatecfg of the version given.
+set -e
+venv=$3
+mkdir -p "$venv/bin"
+cat > "$venv/bin/pip" <<PIP
+#!/bin/bash
+if [ "\\$1" = install ]; then
+  echo "\\$*" >> "$LOG"
+  printf '#!/bin/bash\\necho gatecfg $VERSION\\n' > "$venv/bin/gatecfg"
+  chmod +x "$venv/bin/gatecfg"
+fi
+PIP
+chmod +x "$venv/bin/pip"
+"""
+
+
+def test_the_action_installs_gatecfg_once_per_job_and_says_what(tmp_path: Path) -> None:
+    [script] = [run for name, run in action_scripts() if name.startswith("Install gatecfg")]
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "python3").write_text(FAKE_PYTHON)
+    (fake / "python3").chmod(0o755)
+    runner, log, path_file = tmp_path / "runner", tmp_path / "pip.log", tmp_path / "github_path"
+    runner.mkdir()
+    path_file.write_text("")
+
+    def use(extras: str) -> str:
+        # Each `uses:` is a new step: its PATH holds what earlier steps added through GITHUB_PATH.
+        added = ":".join(path_file.read_text().split())
+        env = {
+            "PATH": f"{added}:{fake}:/usr/bin:/bin",
+            "RUNNER_TEMP": str(runner),
+            "GITHUB_PATH": str(path_file),
+            "GATECFG_ACTION_PATH": str(REPO),
+            "GATECFG_EXTRAS": extras,
+            "LOG": str(log),
+            "VERSION": gatecfg.__version__,
+        }
+        result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    first = use("postgres")
+    assert f"Installing gatecfg {gatecfg.__version__} with extras postgres from {REPO}" in first
+    second = use("postgres")
+    assert f"gatecfg {gatecfg.__version__} (extras: postgres) is installed in this job already" in second
+    third = use("tensorboard, postgres")
+    assert "with extras postgres,tensorboard" in third
+    fourth = use("")
+    assert "is installed in this job already" in fourth
+    installs = log.read_text().splitlines()
+    assert len(installs) == 2
+    assert installs[1].endswith(f"{REPO}[postgres,tensorboard]")

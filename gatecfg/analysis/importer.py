@@ -30,7 +30,7 @@ import os
 import pickle
 import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +43,13 @@ import orjson
 from gatecfg.errors import InputError, Location
 from gatecfg.models import MAX_STEP
 from gatecfg.records import Column, Record, shorten
+from gatecfg.textio import open_user_file
 
+# An export is streamed a line at a time (its runs spilled to a scratch store), so its size bounds time,
+# not memory: 8 GB is far above a history of years of nightlies.
+MAX_EXPORT_BYTES = 8_000_000_000
+# A line is read whole: one run's values, at most a few MB.
+MAX_LINE_BYTES = 64_000_000
 RESERVED = ("run_id", "date", "commit", "trusted")
 REQUIRED = ("run_id", "date", "commit")
 SINGLE_STEP = 0  # the logged step a single value gets; `steps: last` stores it at step -1 whatever it is
@@ -196,19 +202,12 @@ def entry_of(run: ImportedRun, scratch: Scratch) -> Entry:
     )
 
 
-@contextmanager
-def _open(path: Path, shown: str) -> Iterator[BinaryIO]:
-    hint = "pass a .csv or .jsonl file"
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise InputError.at(Location(shown), "export file not found", hint=hint) from None
-    except IsADirectoryError:
-        raise InputError.at(Location(shown), "is a directory, not a export file", hint=hint) from None
-    except OSError as exc:
-        raise InputError.at(Location(shown), f"cannot read the export file: {exc.strerror or exc}") from None
-    with handle:
-        yield handle
+def _open(path: Path, shown: str) -> AbstractContextManager[BinaryIO]:
+    """The export, once it is known to be a regular file of at most MAX_EXPORT_BYTES (a FIFO, a device
+    or a runaway file is an error, never a hang): it is streamed a line at a time."""
+    return open_user_file(
+        path, shown, what="export file", limit=MAX_EXPORT_BYTES, hint="pass a .csv or .jsonl file"
+    )
 
 
 class _Lines:
@@ -233,15 +232,22 @@ class _Lines:
         if self._peeked is not None:
             peeked, self._peeked = self._peeked, None
             return peeked
-        raw = self._handle.readline()
+        raw = self._handle.readline(MAX_LINE_BYTES + 1)
         if not raw:
             raise StopIteration
         self.number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            # One run is one line: a line this long is no run (a file of NULs, a binary file).
+            raise InputError.at(
+                Location(self._shown, self.number),
+                f"the line is longer than {MAX_LINE_BYTES:,} bytes",
+                hint="an export holds one run per line; the file is binary or damaged",
+            )
         if self.number == 1:
             # Editors and Windows tools may prepend a byte order mark, which is not an error.
             raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             col = len(raw[: exc.start].decode("utf-8")) + 1
             raise InputError.at(
@@ -249,6 +255,14 @@ class _Lines:
                 f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
                 hint="save the export file as UTF-8 text",
             ) from None
+        if "\x00" in text:
+            # The csv module passes a NUL through inside a field; no name, id or number holds one.
+            raise InputError.at(
+                Location(self._shown, self.number, text.index("\x00") + 1),
+                "a NUL byte (\\x00): an export is text",
+                hint="the file is binary or damaged; export it again as CSV or JSON Lines",
+            )
+        return text
 
 
 def _format_hint(kind: str) -> str:
@@ -319,11 +333,29 @@ class _Column:
     step: int | None  # None: a single value
 
 
-def _split_metric(name: str) -> tuple[str, int | None]:
+def _split_metric(name: str, location: Location) -> tuple[str, int | None]:
+    """`metric@step` -> (metric, step); a name without `@` is a single value. What follows the last `@`
+    must be a step: a header `m@-1`, `m@1e3` or `m@<23 digits>` is an error at its cell, not a run that
+    silently holds no value of the gate."""
     metric, sep, step = name.rpartition("@")
-    if sep and metric and step.isdigit() and int(step) <= MAX_STEP:
+    if not sep:
+        return name, None
+    if metric and step.isascii() and step.isdigit() and int(step) <= MAX_STEP:
         return metric, int(step)
-    return name, None
+    if not metric:
+        problem = "names no metric before `@`"
+    elif not step:
+        problem = "no step follows `@`"
+    elif step.isascii() and step.isdigit():
+        problem = f"step {shorten(step)} is beyond the largest step the history store holds"
+    else:
+        problem = f"`{shorten(step)}` is not a step"
+    raise InputError.at(
+        location,
+        f"column `{shorten(name)}`: {problem}",
+        hint=f"a column is `<metric>` or `<metric>@<step>`, a step a whole number from 0 to {MAX_STEP:,}; "
+        "a metric whose name holds `@` is imported from JSON Lines",
+    )
 
 
 def _scan_csv(lines: _Lines, shown: str, scratch: Scratch) -> Export:
@@ -335,7 +367,7 @@ def _scan_csv(lines: _Lines, shown: str, scratch: Scratch) -> Export:
     except csv.Error as exc:
         raise InputError.at(Location(shown, 1), f"malformed CSV: {exc}") from None
     names = [h.strip() for h in header]
-    columns = _columns(names, shown)
+    columns = _columns(names, shown, header)
     header_at = {c.metric: Location(shown, 1, _header_col(header, c.index)) for c in reversed(columns)}
     index = _index(names)
     entries: list[Entry] = []
@@ -377,7 +409,7 @@ def _header_col(header: list[str], index: int) -> int:
     return sum(len(h) + 1 for h in header[:index]) + 1
 
 
-def _columns(names: list[str], path: str) -> list[_Column]:
+def _columns(names: list[str], path: str, header_cells: list[str]) -> list[_Column]:
     header = Location(path, 1)
     missing = [name for name in REQUIRED if name not in names]
     if missing:
@@ -399,7 +431,7 @@ def _columns(names: list[str], path: str) -> list[_Column]:
             raise InputError.at(
                 header, f"column {i + 1} has no name", hint="name it `<metric>` or `<metric>@<step>`"
             )
-        metric, step = _split_metric(name)
+        metric, step = _split_metric(name, Location(path, 1, _header_col(header_cells, i)))
         single = step is None
         if shapes.setdefault(metric, single) != single:
             raise InputError.at(

@@ -120,6 +120,8 @@ def apply_edit(text: str, path: str, edit: LimitsEdit) -> str:
     gates = doc["gates"]
     node = gates[edit.metric]
     limits = node.get("limits") if isinstance(node, CommentedMap) else None
+    if isinstance(limits, CommentedMap) and _own(node, "limits"):
+        _refuse_merged_sides(path, edit.metric, node, limits)
     if isinstance(node, CommentedMap) and "limits" in node and (not _own(node, "limits") or _shared(limits)):
         # The limits are another node's (an alias, or a `<<` merge): editing them there would change
         # every gate that shares them. This gate gets its own literal instead.
@@ -168,7 +170,25 @@ def _limits_slot(node: CommentedMap) -> tuple[int, int]:
 
 def _own(node: CommentedMap, key: str) -> bool:
     """Whether `key` is written in `node` itself rather than merged into it by `<<`."""
-    return key in node.lc.data
+    return key in (node.lc.data or {})  # None in a mapping that holds nothing but a `<<` merge
+
+
+def _refuse_merged_sides(path: str, metric: str, node: CommentedMap, limits: CommentedMap) -> None:
+    """The gate's own limits, some of whose sides a `<<` merge key brings in: a number written elsewhere
+    cannot be edited here without changing every mapping that merges it, and dropping the merge would
+    change what the file says in more places than the limits' numbers."""
+    merged = [str(side) for side in limits if not _own(limits, side)]
+    if merged:
+        line, col = (int(x) for x in node.lc.key("limits"))
+        sides = ", ".join(f"`{side}`" for side in merged)
+        raise InputError.at(
+            Location(path, line + 1, col + 1),
+            f"these limits take {sides} through a `<<` merge key; rebaseline edits only numbers written in "
+            "the gate itself",
+            dotted=f"gates.{metric}.limits",
+            hint=f"write the limits out (`limits: {flow(_plain(limits))}`) in place of the merge, then run "
+            "rebaseline --write again",
+        )
 
 
 def _own_keys(node: CommentedMap) -> list[Any]:

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gatecfg.errors import EXIT_GATE_FAILED, EXIT_OK, Location, Problem, format_problems
+from gatecfg.errors import EXIT_GATE_FAILED, EXIT_OK, Location, Problem, Severity, format_problems
 from gatecfg.gitrev import commit_of, diff_against, repo_top
 from gatecfg.keys import series_key
 from gatecfg.rekey import Cause, Rekeyed, TreeDiff, stored_under
@@ -121,7 +121,7 @@ def diff_command(
     if fmt_name == "json":
         print(json.dumps(as_json(report, fail_on_rekey), indent=2))
     elif fmt_name == "github":
-        print(github(report))
+        print(github(report, fail_on_rekey=fail_on_rekey))
         print(text(report))
     else:
         print(text(report))
@@ -233,8 +233,9 @@ def _repo_path(report: DiffReport, shown: str) -> str:
         return shown
 
 
-def github(report: DiffReport) -> str:
-    """One warning per cause, on the changed YAML line, naming the gates it re-keys."""
+def github(report: DiffReport, *, fail_on_rekey: bool) -> str:
+    """One warning per cause, on the changed YAML line, naming the gates it re-keys; an error each when
+    `--fail-on-rekey` makes the re-key fail the job."""
     lines: list[str] = []
     for cause, group in report.diff.causes:
         named = [f"{r.new.test}: {r.new.metric}{_history_note(report, r.old)}" for r in group]
@@ -244,7 +245,8 @@ def github(report: DiffReport) -> str:
             [_cause_text(cause), f"re-keys {len(group)} gate(s) to keys without history:", *named]
         )
         location = Location(_repo_path(report, cause.location.path), cause.location.line)
-        lines.append(Problem(location, message, severity="warning").github())
+        severity: Severity = "error" if fail_on_rekey else "warning"
+        lines.append(Problem(location, message, severity=severity).github())
     return "\n".join(lines)
 
 

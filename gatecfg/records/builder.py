@@ -8,8 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import numbers
 import operator
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -48,6 +50,9 @@ def parse_record_text(text: str, path: str) -> Record:
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
+# The largest text record (JSON Lines, a W&B export) read: all of it is held in memory at once, and a real
+# nightly's is a few MB; a TensorBoard event file is streamed and has its own bound (records/formats.py).
+MAX_RECORD_BYTES = 256_000_000
 RECORD_HINT = (
     "pass the file the training run wrote its metrics to: JSON Lines, a TensorBoard event file or log "
     "folder, a W&B history export, or an MLflow run folder (mlruns/<experiment>/<run>)"
@@ -62,40 +67,42 @@ def read_record_text(path: str) -> str:
             path,
             what="record file",
             hint=RECORD_HINT,
+            limit=MAX_RECORD_BYTES,
         )
     except InputError as exc:
         raise RecordError(exc.problems) from None
 
 
-class _DuplicateKeyError(ValueError):
+class DuplicateKeyError(ValueError):
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # json keeps the last of two equal keys silently; a metric logged twice on one line must not vanish.
+    # json keeps the last of two equal keys silently; a metric logged twice on one line (or in one row of
+    # a W&B export, records/formats.py) must not vanish.
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKeyError(key)
+                raise DuplicateKeyError(key)
             seen.add(key)
     return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+JSON_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
 def _loads(line: str, location: Location) -> object:
     try:
-        return _DECODER.decode(line)
+        return JSON_DECODER.decode(line)
     except json.JSONDecodeError as exc:
         raise RecordError.at(
             Location(location.path, location.line, exc.colno), f"malformed JSON: {exc.msg}", hint=_SHAPES_HINT
         ) from None
-    except _DuplicateKeyError as exc:
+    except DuplicateKeyError as exc:
         raise RecordError.at(
             location,
             f"key {json.dumps(exc.key)} appears twice in one JSON object",
@@ -163,6 +170,20 @@ class _Builder:
         """Points given in Python: numpy scalars count as the numbers they are, as in a JSON file."""
         self._files.append(LOGGED)
         for metric, points in logged.items():
+            if type(metric) is not str:
+                # A JSON key is always a string; a Python one may be anything, and would never match a gate.
+                raise RecordError.at(
+                    Location(LOGGED),
+                    f"a metric name is {shorten(repr(metric))} ({type(metric).__name__}), not a string",
+                    hint="name each metric as its gate does, e.g. 'eval/score'",
+                )
+            if isinstance(points, str | bytes | Mapping) or not isinstance(points, Iterable):
+                raise RecordError.at(
+                    Location(LOGGED),
+                    f"the points are {shorten(repr(points))}, not a sequence of (step, value) pairs",
+                    dotted=metric,
+                    hint="log a metric's points as a list of (step, value), e.g. [(0, 2.3), (1, 1.9)]",
+                )
             for index, pair in enumerate(points, start=1):
                 location = Location(LOGGED, index)
                 try:
@@ -261,6 +282,12 @@ class _Builder:
     def _add(self, metric: str, step: int, value: object, location: Location) -> None:
         found = self._series.get(metric)
         if found is None:
+            # One metric, one spelling: a name in decomposed Unicode (NFD) is the NFC name gate files use
+            # (models.MetricName), so both spellings in one record are one metric (a step twice is an error).
+            if not metric.isascii():
+                metric = unicodedata.normalize("NFC", metric)
+            found = self._series.get(metric)
+        if found is None:
             found = self._series[metric] = ({}, [], [])
         index, logged, locations = found
         if step in index:
@@ -290,23 +317,32 @@ def _in_step_order(
 
 
 def _python_step(step: object) -> object:
-    """A step given in Python: any integer type (numpy's too) as an int; anything else is checked later."""
+    """A step given in Python as JSON would read it: any integer type (numpy's too) as an int, any real
+    number type (`np.float64(2.0)`) as a float, which is a step when it is whole; a bool, numpy's
+    included (no `numbers` type), stays what it is and is refused as a step."""
     if isinstance(step, bool):
         return step
     try:
         return operator.index(step)  # type: ignore[arg-type]  # anything with __index__
     except TypeError:
-        return step
+        pass
+    if isinstance(step, numbers.Real):
+        return float(step)
+    return step
 
 
 def _python_value(value: object) -> object:
-    """A value given in Python: any real number type (numpy's too) as a float, as JSON would read it."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """A value given in Python as JSON would read it: a number of any type (numpy's, Decimal, Fraction)
+    as a float, and an integer past the float range as the int it is (JSON's 400-digit integer is read
+    as infinite). A bool, numpy's `np.bool_` included (no `numbers` type), is not a number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Number):
         return value
     try:
-        return float(value)  # type: ignore[arg-type]  # anything with __float__: numpy scalars, Decimal
+        return float(value)  # type: ignore[arg-type]  # a Number: numpy scalars, Decimal, Fraction
+    except OverflowError:
+        return operator.index(value) if isinstance(value, numbers.Integral) else value
     except (TypeError, ValueError):
-        return value
+        return value  # complex: not a number a gate reads
 
 
 def _json_kind(value: object) -> str:

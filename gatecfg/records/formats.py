@@ -14,13 +14,16 @@ import csv
 import io
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
-from gatecfg.errors import Location, RecordError
-from gatecfg.records.builder import RECORD_HINT, read_record_text
+from gatecfg.errors import InputError, Location, RecordError
+from gatecfg.records.builder import JSON_DECODER, RECORD_HINT, DuplicateKeyError, read_record_text
+from gatecfg.textio import open_user_file
 
 if TYPE_CHECKING:
     from gatecfg.records.builder import _Builder
@@ -31,6 +34,12 @@ Kind = Literal["jsonl", "tensorboard", "wandb-csv", "wandb-json", "mlflow"]
 _TB_MARK = b"brain.Event:"
 _MLFLOW_LINE = re.compile(r"-?\d+ \S+( -?\d+)?")
 _STEP_CELL_HINT = "every row of a W&B history export has its step in the `_step` column"
+# What a tensor of a dtype that is no number holds, by numpy's dtype kind (strings come back as objects).
+_TENSOR_KINDS = {"O": "string", "S": "string", "U": "string", "c": "complex", "b": "boolean"}
+# TensorBoard event files are read a record at a time (memory bounded by the file's own size, through
+# `_Bounded`); this bounds the time one takes. Images and histograms make large files: 8 GB is far above
+# any run's scalars.
+MAX_EVENT_FILE_BYTES = 8_000_000_000
 _TB_HINT = "pip install 'gatecfg[tensorboard]' (TensorBoard's own reader reads the event files)"
 
 
@@ -46,21 +55,22 @@ def sniff(path: str) -> Kind:
     """The format of a record file or folder, from what it holds (a folder's event files by their name)."""
     given = Path(path)
     if given.is_dir():
-        if (given / "metrics").is_dir() or _inside_metrics(given) is not None:
+        # A run folder (`metrics/` in it), else event files, else a folder inside a run's `metrics/`: an
+        # ancestor that is merely named `metrics` (`~/metrics/tb/run1`) makes no MLflow run.
+        if (given / "metrics").is_dir():
             return "mlflow"
         if _event_files(given):
             return "tensorboard"
+        if _inside_metrics(given) is not None:
+            return "mlflow"
         raise RecordError.at(
             Location(path),
             "is a folder that holds neither an MLflow run (metrics/) nor TensorBoard event files",
             hint=RECORD_HINT,
         )
-    try:
-        with given.open("rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return "jsonl"  # reading it as JSON Lines reports the missing or unreadable file
-    if _TB_MARK in head[12:64]:
+    with _open_record(path) as handle:
+        head = handle.read(4096)
+    if _is_event_file(head):
         return "tensorboard"
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
     first = text.split("\n", 1)[0].strip()
@@ -86,8 +96,29 @@ def read(kind: Kind, path: str, builder: _Builder) -> None:
         raise AssertionError(kind)
 
 
+def _is_event_file(head: bytes) -> bool:
+    """Whether a file's first bytes are a TFRecord whose first record names the event format: an 8-byte
+    little-endian length, its 4-byte CRC, then the record, which holds `brain.Event:`. The length of a
+    real first record is small; the first eight bytes of a text file (`{"_step"`) read as a length are
+    above 2^56, so a JSON Lines file that mentions `brain.Event:` stays JSON Lines."""
+    length = int.from_bytes(head[:8], "little")
+    return len(head) >= 12 and 0 < length <= 1 << 20 and _TB_MARK in head[12 : 12 + length]
+
+
+def _open_record(path: str) -> AbstractContextManager[BinaryIO]:
+    """A record file, open in binary once it is known to be a regular file within the size a reader takes
+    (`textio.open_user_file`); its problems as RecordErrors."""
+    try:
+        return open_user_file(
+            Path(path), path, what="record file", limit=MAX_EVENT_FILE_BYTES, hint=RECORD_HINT
+        )
+    except InputError as exc:
+        raise RecordError(exc.problems) from None
+
+
 def _event_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*tfevents*") if p.is_file())
+    # Not only regular files: a FIFO or device named like an event file is refused when it is read.
+    return sorted(p for p in folder.rglob("*tfevents*") if not p.is_dir())
 
 
 def _tensorboard(path: str, builder: _Builder) -> None:
@@ -110,8 +141,18 @@ def _tensorboard(path: str, builder: _Builder) -> None:
                 if value.metadata.plugin_data.plugin_name != "scalars":
                     continue  # histograms, images, text: not metrics a gate reads
                 array = tensor_util.make_ndarray(value.tensor)
+                location = Location(file, number)
+                if array.dtype.kind not in "iuf":
+                    # A string, complex or boolean tensor under the scalars plugin: no number a gate reads.
+                    raise RecordError.at(
+                        location,
+                        f"the scalar is a {_TENSOR_KINDS.get(array.dtype.kind, array.dtype.name)} tensor, "
+                        "not a number",
+                        dotted=value.tag,
+                        hint="log the metric as a float (add_scalar / tf.summary.scalar of a number)",
+                    )
                 logged: object = float(array) if array.size == 1 else array.tolist()
-                builder.add_point(value.tag, event.step, logged, Location(file, number))
+                builder.add_point(value.tag, event.step, logged, location)
 
 
 def _events(file: str) -> Iterator[tuple[int, Any]]:
@@ -119,12 +160,24 @@ def _events(file: str) -> Iterator[tuple[int, Any]]:
     `scalars` plugin whether tf.summary, tensorboardX or torch wrote it (a float32 `simple_value`, or a
     tensor). TensorBoard's `EventFileLoader` does the same with these same parts, but stops without a word
     at a truncated or corrupt record, and a gate would judge part of a run."""
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+
+    with _open_record(file) as handle:  # a FIFO or device is refused here, before TensorBoard opens it
+        reader = pywrap_tensorflow.PyRecordReader_New(file)
+        # TensorBoard's reader reads as many bytes as a record's length field says, allocating them first:
+        # a damaged or hostile length of 2^62 is a MemoryError. Through this handle a read stops at the
+        # file's end, so such a record reads as truncated.
+        reader.file_handle.close()
+        reader.file_handle = _Bounded(handle, os.fstat(handle.fileno()).st_size)
+        yield from _records(file, reader)
+
+
+def _records(file: str, reader: Any) -> Iterator[tuple[int, Any]]:
     from google.protobuf.message import DecodeError
     from tensorboard import data_compat, dataclass_compat
     from tensorboard.compat.proto import event_pb2
-    from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
+    from tensorboard.compat.tensorflow_stub import errors
 
-    reader = pywrap_tensorflow.PyRecordReader_New(file)
     first_metadata: dict[str, Any] = {}  # per tag, as dataclass_compat keeps it across a run
     for number in itertools.count(1):
         try:
@@ -143,6 +196,20 @@ def _events(file: str) -> Iterator[tuple[int, Any]]:
             yield number, migrated
 
 
+class _Bounded:
+    """A binary file whose reads never ask for more than what is left of it."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self._handle = handle
+        self._size = size
+
+    def read(self, n: int) -> bytes:
+        return self._handle.read(max(0, min(n, self._size - self._handle.tell())))
+
+    def close(self) -> None:
+        self._handle.close()
+
+
 def _cell(text: str) -> object:
     """A CSV cell as the JSON value it spells (numbers, NaN, Infinity), else the text itself."""
     try:
@@ -155,6 +222,29 @@ def _wandb_csv(path: str, builder: _Builder) -> None:
     text = read_record_text(path)
     builder.add_file(path)
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    try:
+        _wandb_rows(path, reader, builder)
+    except csv.Error as exc:
+        # A field past csv's limit (131,072 characters) is no metric value, nor is a NUL.
+        raise RecordError.at(
+            Location(path, reader.line_num + 1),  # the lines read before the one that failed
+            f"malformed CSV: {exc}",
+            hint="export the run's history again as CSV: one row per step, one number per cell",
+        ) from None
+
+
+def _wandb_rows(path: str, reader: csv.DictReader[str], builder: _Builder) -> None:
+    header = reader.fieldnames or []
+    for col, name in enumerate(header):
+        if name in header[:col]:
+            # DictReader would keep the last column of the name: a regressed value could vanish.
+            raise RecordError.at(
+                Location(path, 1),
+                f"column `{name}` appears twice in the header "
+                f"(columns {header.index(name) + 1} and {col + 1})",
+                dotted=name,
+                hint="a W&B history export names each metric once: export it again",
+            )
     for row in reader:
         location = Location(path, reader.line_num)
         if None in row:
@@ -176,7 +266,14 @@ def _wandb_json(path: str, builder: _Builder) -> None:
     text = read_record_text(path)
     builder.add_file(path)
     try:
-        rows = json.loads(text)
+        rows = JSON_DECODER.decode(text)
+    except DuplicateKeyError as exc:
+        raise RecordError.at(
+            Location(path, _line_of(text, exc.key)),
+            f"key {json.dumps(exc.key)} appears twice in one row",
+            dotted=exc.key,
+            hint="json would keep the last one and a logged value would vanish: export the history again",
+        ) from None
     except json.JSONDecodeError as exc:
         raise RecordError.at(
             Location(path, exc.lineno, exc.colno),
@@ -199,10 +296,30 @@ def _wandb_json(path: str, builder: _Builder) -> None:
         builder.add_row({k: v for k, v in row.items() if v is not None}, location)
 
 
+_BETWEEN_ROWS = re.compile(r"[\s,]*")
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line of the second `"key":` in the first row that repeats it (json gives no position): the rows
+    are decoded again one by one; where the key is spelled with escapes, the line the row starts on."""
+    pattern = re.compile(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:")
+    index = text.index("[") + 1
+    while True:
+        index = _BETWEEN_ROWS.match(text, index).end()  # type: ignore[union-attr]  # matches empty text
+        try:
+            _, index = JSON_DECODER.raw_decode(text, index)
+        except DuplicateKeyError:
+            found = list(itertools.islice(pattern.finditer(text, index), 2))
+            return text.count("\n", 0, found[1].start() if len(found) == 2 else index) + 1
+        except ValueError:
+            return 1
+
+
 def _inside_metrics(path: Path) -> Path | None:
-    """The `metrics` folder of an MLflow run that `path` is in, or None."""
+    """The `metrics` folder of the MLflow run that `path` is in (a run folder holds `meta.yaml` beside
+    `metrics/`), or None: a folder that is merely named `metrics` makes no run."""
     for parent in (path, *path.parents):
-        if parent.name == "metrics":
+        if parent.name == "metrics" and (parent.parent / "meta.yaml").is_file():
             return parent
     return None
 
@@ -211,7 +328,8 @@ def _mlflow(path: str, builder: _Builder) -> None:
     """A run's metric files: `metrics/<key>` (a key with `/` is a subfolder), lines `timestamp value step`."""
     given = Path(path)
     root = given / "metrics" if (given / "metrics").is_dir() else _inside_metrics(given) or given.parent
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if given.is_dir() else [given]
+    # Not only regular files: a FIFO or device in metrics/ is refused when it is read, not skipped.
+    files = sorted(p for p in root.rglob("*") if not p.is_dir()) if given.is_dir() else [given]
     for file in files:
         shown = str(file)
         metric = file.relative_to(root).as_posix()

@@ -16,6 +16,7 @@ writes.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -227,7 +228,9 @@ def _connect(url: str) -> sqlite3.Connection | None:
     conn: sqlite3.Connection | None = None
     try:
         # isolation_level None: the driver issues no BEGIN of its own; _read brackets each read.
-        conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        read_only = _read_only_uri(path)
+        target, uri = (read_only, True) if read_only is not None else (str(path), False)
+        conn = sqlite3.connect(target, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
         revision = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
     except sqlite3.Error:
         revision = []
@@ -236,6 +239,19 @@ def _connect(url: str) -> sqlite3.Connection | None:
             conn.close()
         return None
     return conn
+
+
+def _read_only_uri(path: Path) -> str | None:
+    """The URI that reads a store whose folder this process cannot write (a read-only mount, a cache
+    restored without write permission), else None. A WAL store's readers need its -shm file, which SQLite
+    cannot create there, so it would not open at all ("unable to open database file"); `immutable=1` reads
+    the file as it is, without the -shm, which is right only while nothing writes it: so only when no -wal
+    file (a writer's pages not yet in the file) is beside it, and the folder is not writable, so no
+    writer can have one."""
+    folder = path.absolute().parent
+    if os.access(folder, os.W_OK) or Path(f"{path}-wal").exists():
+        return None
+    return f"{path.absolute().as_uri()}?mode=ro&immutable=1"
 
 
 def _run(conn: sqlite3.Connection, name: str, **values: Any) -> sqlite3.Cursor:
