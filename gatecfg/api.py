@@ -63,7 +63,7 @@ def evaluate(
     from gatecfg.evaluation import Request, run_evaluation
 
     _check_argument("test", test, str)
-    _check_argument("gates", gates, str | os.PathLike)
+    _check_argument("gates", gates, str | os.PathLike | None)
     _check_argument("db", db, str | None)
     _check_argument("series", series, Mapping | None)
     for key, value in (series or {}).items():

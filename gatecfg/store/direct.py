@@ -193,7 +193,7 @@ class DirectStore(StoreReads):
         if self._store is None:
             from gatecfg.store.store import Store
 
-            self._store = Store.open(self._given, create=self._create)
+            self._store = Store.open(_full_url(self._given), create=self._create)
         return self._store
 
     @contextmanager
@@ -239,6 +239,18 @@ def _connect(url: str) -> sqlite3.Connection | None:
             conn.close()
         return None
     return conn
+
+
+def _full_url(url: str) -> str:
+    """The URL `Store` opens for the reads the direct reader leaves to it: a plain SQLite file in a folder
+    this process cannot write through the same read-only URI as the direct reader (`_read_only_uri`), so
+    that a failing gate's extra reads (recent runs, the newest baseline run) work there too."""
+    plain = PLAIN_SQLITE.fullmatch(url)
+    if plain is not None and Path(plain["path"]).is_file():
+        read_only = _read_only_uri(Path(plain["path"]))
+        if read_only is not None:
+            return f"sqlite:///{read_only}&uri=true"
+    return url
 
 
 def _read_only_uri(path: Path) -> str | None:
