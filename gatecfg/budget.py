@@ -119,7 +119,7 @@ JOINT_SEED = 12
 # that spikes 3-10x on 0.5% of its steps goes 20 nights without a spike about once in seven windows at
 # 20 steps (docs/calibration.md, "A step that explodes").
 STEP_SHARE = 0.05
-STEP_FLOOR = 15.0
+STEP_FLOOR = 20.0
 STEP_RATIO = 20.0
 STEP_MARGIN_MAX = 3.0
 # A fired statistic over several steps blames, among its steps, those beyond their own noise: a clean
