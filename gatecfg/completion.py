@@ -169,7 +169,8 @@ def _zsh(top: list[Option], found: list[Command]) -> str:
     for command in found:
         specs = [_zsh_spec(o) for o in command.options]
         if command.positional is not None:
-            specs.append(f"'*:{command.positional.help or 'argument'}:{_zsh_action(command.positional)}'")
+            described = _zsh_text(command.positional.help or "argument")
+            specs.append(f"'*:{described}:{_zsh_action(command.positional)}'")
         lines.append(f"        {command.name}) _arguments \\")
         lines += [f"            {spec} \\" for spec in specs[:-1]]
         lines.append(f"            {specs[-1]} ;;")

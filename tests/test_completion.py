@@ -61,3 +61,9 @@ def test_an_unknown_shell_is_exit_2() -> None:
     result = run_cli("completion", "powershell")
     assert result.code == 2
     assert "invalid choice: 'powershell'" in result.err
+
+
+def test_a_positional_help_with_a_quote_or_colon_stays_one_zsh_word() -> None:
+    # `db`'s positional help ("apply the store's migrations") once ended the zsh script's quoting early.
+    script = run_cli("completion", "zsh").out
+    assert "'*:upgrade\\: apply the store'\\''s migrations:(upgrade status copy)'" in script
