@@ -652,6 +652,43 @@ def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
     assert sum(counts) / len(counts) <= 3.0
 
 
+def _walk(rng: np.random.Generator, drifts: list[float], nights: int) -> np.ndarray:
+    """A random walk of unit Gaussian steps from 100, `nights` nights at each mean step of `drifts`."""
+    steps = np.concatenate([rng.normal(drift, 1.0, nights) for drift in drifts])
+    return 100.0 + np.cumsum(steps)
+
+
+def test_a_random_walk_is_one_regime_that_wanders_not_a_staircase() -> None:
+    # A walk's level wanders without bound, so every stretch of it looks like a level of its own to a
+    # model of levels in noise that does not accumulate (main: 2.35 changes in each of these walks of
+    # 120 nights, half drifting). Read as a walk (step 8): 0.075.
+    rng = np.random.default_rng(8)
+    counts = [len(detect(_walk(rng, [drift], 120)).starts) - 1 for drift in (0.0, 0.5) for _ in range(20)]
+    assert sum(counts) / len(counts) <= 0.3
+
+
+def test_a_walk_whose_drift_changes_opens_one_drift_regime_there() -> None:
+    # Flat, then 1.5 a night from night 60: the levels reading (main) finds just that change in 8 of
+    # these 20 and cuts the others into pieces; the walk reading finds the one change of the mean step,
+    # as a drift with its slope, in 18.
+    found = [detect(_walk(np.random.default_rng(seed), [0.0, 1.5], 60)).segments for seed in range(20)]
+    one = [s for s in found if len(s) == 2 and abs(s[1].start - 60) <= 5 and s[1].kind == "drift"]
+    assert len(one) >= 17
+    assert all(abs(s[1].slope - 1.5) < 0.4 for s in one)
+
+
+def test_a_staircase_of_a_few_shifts_stays_levels_not_a_walk() -> None:
+    # Four shifts of 4 sigma, up and down, 12 nights apart: a walk with four large steps explains them
+    # too, without paying for changes; Vuong's test (step 8) keeps the levels reading unless the walk
+    # is better by more than the nights' own scatter of likelihood ratios would allow.
+    rng = np.random.default_rng(9)
+    levels = np.repeat([0.0, 4.0, 0.0, 4.0, 8.0], 12)
+    series = levels + rng.normal(0, 1, levels.size)
+    starts = detect(series).starts
+    assert len(starts) == 5
+    assert all(abs(found - true) <= 2 for found, true in zip(starts, (0, 12, 24, 36, 48), strict=True))
+
+
 def test_a_metric_that_alternates_then_alternates_wider_is_one_change() -> None:
     # Two values in turn, then two further apart: every difference of the residuals has one size on each
     # side, so their squares do not vary at all (step 10's long-run factor has nothing to measure, which

@@ -98,6 +98,8 @@ LOG_POWER_LRV = 2.156
 # the limit of ever heavier tails, where a pair's mean square is set by the wildest of its three nights
 # and neighbouring pairs share one; `tests/test_regimes.py` recomputes the limit and the others.
 SCORE_LRV = 1.543
+# One-sided 5% point of the standard normal.
+Z_95 = NormalDist().inv_cdf(0.95)
 # 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
 Kind = Literal["level", "spread", "drift"]
@@ -134,13 +136,44 @@ class Detection:
 def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     """Regimes of `series` (finite values in time order), one of `coordinates` series scanned together.
 
+    Two readings of the nights compete (step 8): levels and lines in noise that does not accumulate
+    (`_levels`), and a random walk whose drift and step size change (`_walk`, the same search on the
+    night-to-night differences). The one with the smaller penalised likelihood is reported."""
+    values = np.asarray(series, dtype=np.float64)
+    levels = _levels(values, coordinates)
+    if len(levels.segments) < 2:
+        # One regime already: the walk reading could only add changes of drift to a series that the
+        # levels reading, which prices noise that wanders, reads as one stretch (and skipping it keeps
+        # `--all` over thousands of quiet coordinates at one search each).
+        return levels
+    walk = _walk(values, coordinates)
+    per_night = MBIC_CHANGE * math.log(values.size) + 2 * math.log(max(1, coordinates))
+    # Both are judged on the same nights, with the outliers the levels reading set aside in its
+    # neighbourhood's median (step 3): a crashed night is no evidence for either reading.
+    kept = values.copy()
+    for i in levels.outliers:
+        kept[i] = median(values[max(0, i - MIN_REGIME + 1) : i + MIN_REGIME])
+    walk_terms, walk_price = _pointwise(kept, walk, per_night, walk=True)
+    level_terms, level_price = _pointwise(kept, levels, per_night, walk=False)
+    # Vuong's (1989) test of non-nested models, penalised: the walk must fit better by more than noise
+    # in the nights' likelihood ratios would make it, one-sided at 5%. Short of that the levels reading
+    # stands, the model of a metric that holds a level; a staircase of a few shifts is both readings.
+    gains = level_terms - walk_terms
+    spread = float(np.std(gains)) * math.sqrt(gains.size)
+    favour = float(np.sum(gains)) - (walk_price - level_price)
+    return walk if spread > 0 and favour > Z_95 * spread else levels
+
+
+def _levels(values: Array, coordinates: int) -> Detection:
+    """The levels reading: regimes that hold a level or move along a line, in noise that does not
+    accumulate from night to night (steps 1-7).
+
     A change costs `3 ln n + 2 ln m` in units of the noise variance over `m` coordinates: MBIC's price
     for one series, plus what keeps the chance that noise alone opens a regime somewhere among `m` from
     growing with `m`. A change passes where its likelihood ratio `2 ln LR` exceeds the price, and the
     tail of that statistic falls as `e^(-x/2)` (chi-square's, and the maximum over places of a
     chi-square process alike), so `2 ln m` more divides each coordinate's false-alarm rate by `m`:
     Bonferroni's correction, in the currency of the penalty."""
-    values = np.asarray(series, dtype=np.float64)
     n = values.size
     if n < 2 * MIN_REGIME:
         return Detection((_first(n, 0.0),) if n else (), 0.0, 0.0, ())
@@ -169,6 +202,88 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
 
 def _first(n: int, scale: float) -> Segment:
     return Segment(0, n, "level", 0.0, scale, False, (0, 0))
+
+
+# --- step 8: a random walk, the other reading --------------------------------------------------------
+
+
+def _walk(values: Array, coordinates: int) -> Detection:
+    """The walk reading: the nights accumulate their steps (a yearly economic figure, a count that
+    grows), so what changes is the drift (the mean step) or the size of the steps. It is the levels
+    reading's search run on the differences `d[k] = y[k+1] - y[k]`: a level of the differences is a
+    drift of the nights, a change of their spread a change of the walk's spread, and differences `a:b`
+    carry the nights `a+1..b` (the first regime keeps night 0). A regime drifts where its mean step
+    pays a slope's price (`per_night` in units of the steps' variance over the regime's steps, as step 5
+    prices a line); otherwise it is a level that wanders. A night is an outlier where both differences
+    around it are: one wild difference alone is a jump of the walk, not a night out of place."""
+    differences = np.diff(values)
+    steps = _levels(differences, coordinates)
+    n = values.size
+    per_night = MBIC_CHANGE * math.log(n) + 2 * math.log(max(1, coordinates))
+    wild = set(steps.outliers)
+    segments: list[Segment] = []
+    for inner in steps.segments:
+        start = inner.start + 1 if segments else 0
+        # A line in the steps (a drift that speeds up) is read by its mean step: the kinds say whether
+        # a regime moves, not how its speed bends, and the likelihood of step 8 is taken the same way.
+        mean = float(np.mean(differences[inner.start : inner.stop]))
+        drifts = inner.scale > 0 and mean**2 * (inner.stop - inner.start) > per_night * inner.scale**2
+        # As in the levels reading, a regime that moves is a drift whatever opened it.
+        kind: Kind = "drift" if drifts else ("spread" if inner.kind == "spread" else "level")
+        low, high = inner.interval
+        segments.append(
+            Segment(
+                start,
+                inner.stop + 1,
+                kind,
+                mean if drifts else 0.0,
+                inner.scale,
+                inner.spread_change,
+                (low + 1, high + 1) if segments else (0, 0),
+                inner.noise,
+            )
+        )
+    outliers = tuple(k for k in range(1, n - 1) if k - 1 in wild and k in wild)
+    return Detection(tuple(segments), steps.sigma, steps.penalty, outliers)
+
+
+def _pointwise(values: Array, detection: Detection, per_night: float, *, walk: bool) -> tuple[Array, float]:
+    """`-2 ln` of each night's likelihood after the first (given the nights before it) under a reading,
+    and the reading's price.
+
+    Both readings are Gaussian models of the same nights, so their likelihoods compare directly (the
+    walk's is that of the differences: differencing has a unit Jacobian). Each stretch of one noise
+    scale has its own variance, fitted. The levels reading's noise is AR(1) within a stretch, its
+    coefficient fitted by least squares: the walk is that model's limit at a coefficient of 1, so the
+    levels reading competes with its noise allowed to wander, not as white noise. Prices: `per_night`
+    per change and per line's slope (steps 4-5), `ln n` per AR(1) coefficient (BIC's price of a regular
+    parameter; a place of change is no regular parameter, whence MBIC's larger one)."""
+    n = values.size
+    y = np.diff(values) if walk else values
+    offset = 1 if walk else 0  # differences `a:b` carry the nights `a+1..b`
+    price = per_night * (len(detection.segments) - 1)
+    residuals = np.empty(y.size)
+    for s in detection.segments:
+        a, b = max(0, s.start - offset), s.stop - offset
+        line = s.kind == "drift" and not walk  # the walk's drift is its differences' level
+        price += per_night if line else 0.0
+        residuals[a:b] = _fit(y, a, b, line)[0]
+    innovations = residuals.copy()
+    variances = np.empty(y.size)
+    starts = [max(0, s.start - offset) for s in detection.segments if s.spread_change or s.start == 0]
+    floor = (NUMERIC_NOISE * float(np.max(np.abs(y)))) ** 2 or 1e-300
+    for a, b in itertools.pairwise([*starts, y.size]):
+        if not walk:
+            # Each night from the stretch's first after night 0 is predicted from the one before it.
+            first = max(a, 1)
+            now, before = residuals[first:b], residuals[first - 1 : b - 1]
+            phi = float(np.dot(now, before)) / max(float(np.dot(before, before)), 1e-300)
+            innovations[first:b] = now - min(max(phi, -1.0), 1.0) * before
+            price += math.log(n)
+        part = innovations[max(a, 1 - offset) : b]  # night 0 is given
+        variances[a:b] = max(float(np.dot(part, part)) / max(1, part.size), floor)
+    kept = slice(1 - offset, y.size)
+    return np.log(variances[kept]) + innovations[kept] ** 2 / variances[kept], price
 
 
 # --- the search: ruptures' exact C PELT over a sum of squares ------------------------------------------
