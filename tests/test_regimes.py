@@ -661,7 +661,7 @@ def _walk(rng: np.random.Generator, drifts: list[float], nights: int) -> np.ndar
 def test_a_random_walk_is_one_regime_that_wanders_not_a_staircase() -> None:
     # A walk's level wanders without bound, so every stretch of it looks like a level of its own to a
     # model of levels in noise that does not accumulate (main: 2.35 changes in each of these walks of
-    # 120 nights, half drifting). Read as a walk (step 8): 0.075.
+    # 120 nights, half drifting). Read as a walk (step 11): 0.075.
     rng = np.random.default_rng(8)
     counts = [len(detect(_walk(rng, [drift], 120)).starts) - 1 for drift in (0.0, 0.5) for _ in range(20)]
     assert sum(counts) / len(counts) <= 0.3
@@ -679,7 +679,7 @@ def test_a_walk_whose_drift_changes_opens_one_drift_regime_there() -> None:
 
 def test_a_staircase_of_a_few_shifts_stays_levels_not_a_walk() -> None:
     # Four shifts of 4 sigma, up and down, 12 nights apart: a walk with four large steps explains them
-    # too, without paying for changes; Vuong's test (step 8) keeps the levels reading unless the walk
+    # too, without paying for changes; Vuong's test (step 11) keeps the levels reading unless the walk
     # is better by more than the nights' own scatter of likelihood ratios would allow.
     rng = np.random.default_rng(9)
     levels = np.repeat([0.0, 4.0, 0.0, 4.0, 8.0], 12)

@@ -54,6 +54,14 @@ change of spread are that change. A regime that moves along a line is a drift, w
    curve leaves a bowl of nights alike), a change of spread on the variance of the differences of the
    residuals around each side's own level or line.
 
+8. **Levels or a walk.** Steps 1-7 read the nights as levels and lines in noise that does not
+   accumulate. A random walk (a yearly economic figure, a count that grows: each night is the last plus
+   a step) has no level to hold, and read that way every stretch of it is a level of its own. So the
+   same search also runs on the night-to-night differences, whose levels are a walk's drifts, and the
+   walk is reported where its penalised likelihood (AR(1) noise in both readings, the same prices) beats
+   the levels reading's by Vuong's (1989) one-sided 5% test of non-nested models; a staircase of a few
+   shifts is read by both, and stays levels.
+
 A regime needs `MIN_REGIME` nights. Not a tuned constant but the definition: a level seen on one or two
 nights is indistinguishable from outliers, and the outlier step above removes exactly such excursions.
 """
@@ -136,9 +144,10 @@ class Detection:
 def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     """Regimes of `series` (finite values in time order), one of `coordinates` series scanned together.
 
-    Two readings of the nights compete (step 8): levels and lines in noise that does not accumulate
-    (`_levels`), and a random walk whose drift and step size change (`_walk`, the same search on the
-    night-to-night differences). The one with the smaller penalised likelihood is reported."""
+    Two readings of the nights compete (step 11 of docs/analytics.md): levels and lines in noise that
+    does not accumulate (`_levels`), and a random walk whose drift and step size change (`_walk`, the
+    same search on the night-to-night differences). The walk is reported only where its penalised
+    likelihood is better by Vuong's test."""
     values = np.asarray(series, dtype=np.float64)
     levels = _levels(values, coordinates)
     if len(levels.segments) < 2:
@@ -204,7 +213,7 @@ def _first(n: int, scale: float) -> Segment:
     return Segment(0, n, "level", 0.0, scale, False, (0, 0))
 
 
-# --- step 8: a random walk, the other reading --------------------------------------------------------
+# --- step 11: a random walk, the other reading -------------------------------------------------------
 
 
 def _walk(values: Array, coordinates: int) -> Detection:
@@ -225,7 +234,7 @@ def _walk(values: Array, coordinates: int) -> Detection:
     for inner in steps.segments:
         start = inner.start + 1 if segments else 0
         # A line in the steps (a drift that speeds up) is read by its mean step: the kinds say whether
-        # a regime moves, not how its speed bends, and the likelihood of step 8 is taken the same way.
+        # a regime moves, not how its speed bends, and the likelihood of step 11 is taken the same way.
         mean = float(np.mean(differences[inner.start : inner.stop]))
         drifts = inner.scale > 0 and mean**2 * (inner.stop - inner.start) > per_night * inner.scale**2
         # As in the levels reading, a regime that moves is a drift whatever opened it.
@@ -252,12 +261,14 @@ def _pointwise(values: Array, detection: Detection, per_night: float, *, walk: b
     and the reading's price.
 
     Both readings are Gaussian models of the same nights, so their likelihoods compare directly (the
-    walk's is that of the differences: differencing has a unit Jacobian). Each stretch of one noise
-    scale has its own variance, fitted. The levels reading's noise is AR(1) within a stretch, its
-    coefficient fitted by least squares: the walk is that model's limit at a coefficient of 1, so the
-    levels reading competes with its noise allowed to wander, not as white noise. Prices: `per_night`
-    per change and per line's slope (steps 4-5), `ln n` per AR(1) coefficient (BIC's price of a regular
-    parameter; a place of change is no regular parameter, whence MBIC's larger one)."""
+    walk's is that of the differences: differencing has a unit Jacobian). In both, the noise of each
+    stretch of one noise scale is AR(1), its coefficient fitted by least squares and its variance by
+    maximum likelihood: levels in AR(1) noise (which at a coefficient of 1 is a walk) against a walk
+    whose steps are AR(1) (growth that persists from one night to the next, as a yearly economic
+    figure's does). Neither reading is held to white noise, which would hand the comparison to
+    whichever one's noise happens to be the less autocorrelated. Prices: `per_night` per change and
+    per line's slope (steps 4-5), `ln n` per AR(1) coefficient (BIC's price of a regular parameter; a
+    place of change is no regular parameter, whence MBIC's larger one)."""
     n = values.size
     y = np.diff(values) if walk else values
     offset = 1 if walk else 0  # differences `a:b` carry the nights `a+1..b`
@@ -273,13 +284,12 @@ def _pointwise(values: Array, detection: Detection, per_night: float, *, walk: b
     starts = [max(0, s.start - offset) for s in detection.segments if s.spread_change or s.start == 0]
     floor = (NUMERIC_NOISE * float(np.max(np.abs(y)))) ** 2 or 1e-300
     for a, b in itertools.pairwise([*starts, y.size]):
-        if not walk:
-            # Each night from the stretch's first after night 0 is predicted from the one before it.
-            first = max(a, 1)
-            now, before = residuals[first:b], residuals[first - 1 : b - 1]
-            phi = float(np.dot(now, before)) / max(float(np.dot(before, before)), 1e-300)
-            innovations[first:b] = now - min(max(phi, -1.0), 1.0) * before
-            price += math.log(n)
+        # Each value from the stretch's second on is predicted from the one before it.
+        first = max(a, 1)
+        now, before = residuals[first:b], residuals[first - 1 : b - 1]
+        phi = float(np.dot(now, before)) / max(float(np.dot(before, before)), 1e-300)
+        innovations[first:b] = now - min(max(phi, -1.0), 1.0) * before
+        price += math.log(n)
         part = innovations[max(a, 1 - offset) : b]  # night 0 is given
         variances[a:b] = max(float(np.dot(part, part)) / max(1, part.size), floor)
     kept = slice(1 - offset, y.size)
