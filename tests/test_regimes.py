@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import subprocess
 import sys
 import time
@@ -28,8 +29,9 @@ from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_
 
 from gatecfg.analysis import changepoints
 from gatecfg.analysis import noise as noise_model
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV
 from gatecfg.analysis.noise import noise_scale
+from gatecfg.analysis.readings import detect
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -552,7 +554,7 @@ def test_detection_does_not_import_scipy() -> None:
     # `import ruptures` costs about a second (scipy.stats, scipy.spatial); the C search needs none of it.
     code = (
         "import sys\n"
-        "from gatecfg.analysis.changepoints import detect\n"
+        "from gatecfg.analysis.readings import detect\n"
         "assert detect([0.0] * 30 + [1.0] * 30).starts == (0, 30)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'ruptures')))\n"
     )
@@ -675,6 +677,29 @@ def test_a_walk_whose_drift_changes_opens_one_drift_regime_there() -> None:
     one = [s for s in found if len(s) == 2 and abs(s[1].start - 60) <= 5 and s[1].kind == "drift"]
     assert len(one) >= 17
     assert all(abs(s[1].slope - 1.5) < 0.4 for s in one)
+
+
+def test_a_readings_likelihood_is_the_gaussian_one_of_its_ar1_innovations() -> None:
+    # The walk reading of one regime: its steps around their mean, each predicted from the one before by
+    # the least-squares AR(1) coefficient, Gaussian at their mean square; checked night by night against
+    # scipy's density.
+    from scipy.stats import norm
+
+    from gatecfg.analysis import readings
+
+    values = 100.0 + np.cumsum(np.random.default_rng(12).normal(0.3, 1.0, 80))
+    one = changepoints.Detection(
+        (changepoints.Segment(0, 80, "drift", 0.3, 1.0, False, (0, 0)),), 1.0, 0.0, ()
+    )
+    terms, price = readings._pointwise(values, one, 13.0, walk=True)
+    steps = np.diff(values)
+    residuals = steps - steps.mean()
+    phi = sum(residuals[t] * residuals[t - 1] for t in range(1, 79)) / sum(r * r for r in residuals[:78])
+    innovations = [residuals[0]] + [residuals[t] - phi * residuals[t - 1] for t in range(1, 79)]
+    scale = math.sqrt(sum(e * e for e in innovations) / 79)
+    expected = [-2 * norm.logpdf(e, scale=scale) - math.log(2 * math.pi) for e in innovations]
+    assert terms == pytest.approx(expected)
+    assert price == pytest.approx(math.log(80))  # no change, no line: one AR(1) coefficient
 
 
 def test_a_staircase_of_a_few_shifts_stays_levels_not_a_walk() -> None:
