@@ -243,7 +243,9 @@ class Null:
         with np.errstate(all="ignore"):
             try:
                 null = cls._of(history, direction=direction, alpha=alpha, trials=trials)
-            except np.linalg.LinAlgError as exc:
+            # Python's float arithmetic (the quantiles, the tail's margin) raises where numpy's warns: a
+            # window it cannot handle is the gate's error, never a traceback out of evaluate.
+            except (np.linalg.LinAlgError, ArithmeticError) as exc:
                 raise UnusableWindowError(f"the window's statistics cannot be computed ({exc})") from None
         finite = [null.scale, null.centre, np.array([null.rho])]
         finite += [side.thresholds for _, side in null.sides]
@@ -393,7 +395,13 @@ class Null:
         edges: dict[str, FloatArray] = {}
         for side, null in self.sides:
             night = self.statistics(z_now, null)
-            failing |= self._attributed(null.sign * z_now, night)
+            blamed = self._attributed(null.sign * z_now, night)
+            if min_change is not None:
+                # Beyond the noise AND beyond the minimum: a step within its minimum never fails, however
+                # the statistics of a night moved onto its medians compare with the past nights' (a
+                # deterministic window's edges and trend are not those of a night at its medians).
+                blamed &= null.sign * (values - self.loc) > self.least(min_change)
+            failing |= blamed
             alone = null.lone if m > 1 else null.thresholds[:1]
             edges[side] = self.in_units(self.centre + null.sign * alone * self.scale)
             ranges = night.ranges
@@ -428,12 +436,18 @@ class Null:
         within it counts as none, a larger one only for what exceeds it. The statistics then see a step
         as moved only beyond its noise and beyond the minimum (a deterministic metric's constant window
         has no noise: there the minimum alone decides)."""
-        least = np.maximum(
-            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
-        )
+        least = self.least(min_change)
         change = values - self.loc
         moved: FloatArray = self.loc + np.sign(change) * np.maximum(np.abs(change) - least, 0.0)
         return moved
+
+    def least(self, min_change: MinChange) -> FloatArray:
+        """Each step's minimum relevant change, in the metric's units: the larger of its relative part (of
+        the step's baseline median) and its absolute part."""
+        least: FloatArray = np.maximum(
+            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
+        )
+        return least
 
     def in_units(self, transformed: FloatArray) -> FloatArray:
         """Values of the space the steps are judged in, back in the metric's units."""
@@ -655,7 +669,10 @@ def _lone_limits(
     margin = 1.0
     if spread > 0:
         tail = math.pi / (math.sqrt(6.0) * spread)
-        margin = min(max(((1.0 / (level * m) - 1.0) / nights) ** (1.0 / tail), 1.0), STEP_MARGIN_MAX)
+        # In logs: a window of nights that repeat one curve has a tail index in the millions, and the
+        # power itself overflows.
+        power = math.log(max((1.0 / (level * m) - 1.0) / nights, 1.0)) / tail
+        margin = math.exp(min(power, math.log(STEP_MARGIN_MAX)))
     largest = math.exp(float(logs.max())) / (scale if space == "log" else np.ones(m))
     explosion = np.maximum(STEP_FLOOR, margin * largest)
     if space == "log":

@@ -225,3 +225,13 @@ def test_a_kl_like_metric_without_an_explosion_stays_within_its_budget() -> None
         decision = decide(nights[:, 0], nights[:, 1:], direction="up", alpha=0.01)
         fired += decision.fired and decision.kind == "step"
     assert fired <= 1
+
+
+def test_a_window_whose_nights_repeat_one_curve_is_judged_not_crashed() -> None:
+    # Deterministic metrics repeat a curve exactly from version to version; with one version apart, the
+    # tail fitted to the nights' largest steps had an index in the millions and its margin overflowed
+    # (OverflowError out of `evaluate`, found on the Megatron-LM goldens).
+    window = np.array([[1.0, 1.0, 1.0, 1.0, 1.1], [2.0, 2.0, 2.0, 2.0, 2.1]])
+
+    assert not decide(np.array([1.0, 2.0]), window, direction="up", alpha=0.01).fired
+    assert decide(np.array([1.0, 200.0]), window, direction="up", alpha=0.01).kind == "step"
