@@ -1,7 +1,8 @@
 """Baselines on real histories: the nightly replay of real CI benchmark timings (issue 24).
 
     python benchmarks/real_baselines.py [--series /work/shared/real/django-asv/series.csv.gz]
-        [--injections 40] [--seed 0] [--limit N] [--megatron /work/shared/real/megatron-goldens] [--json]
+        [--injections 40] [--seed 0] [--limit N] [--megatron /work/shared/real/megatron-goldens
+        [--megatron-only]] [--json]
 
 Each (benchmark, environment) series of the asv CSV (`benchmark`, `env`, `date_ms`, `commit`, `seconds`;
 lower is better, so `up` is harmful) is replayed night by night in commit-date order, as `gatecfg
@@ -52,10 +53,40 @@ alert rate, each rule's threshold is the score its clean nights exceed as often 
 alerts, and detection is counted against that threshold.
 
 With `--megatron DIR` it also prints what each rule flags on the real Megatron-LM golden values
-(`versions.jsonl.gz`): every version of a file judged, per metric, against the versions before it (up to
-the window), all steps (`steps: all`), a version flagged when any step is; once over all versions and once
-over the versions whose commit subject bumps the container or the toolchain. There is no clean night there:
-every version is a deliberate refresh.
+(`versions.jsonl.gz`; `--megatron-only` skips the asv replay: seconds instead of minutes): every version
+of a file judged, per metric, against the versions before it (up to the window, at least MIN_NIGHTS), all
+steps (`steps: all`), a version flagged when any step is; once over all versions and once over the
+versions whose commit subject bumps the container or the toolchain (BUMP). There is no clean night there:
+every version is a deliberate refresh. The rules:
+
+* `gatecfg budget`: `{budget: DIRECTION}` under base.yaml, as the replay above;
+* `gatecfg budget + min_change`: `{budget: DIRECTION, min_change: MIN}` in a real gate file under the same
+  base.yaml (the YAML spelling parsed by the loader, not a MinChange built here);
+* `min_change alone`: a step beyond MIN from its window median in a harmful direction, no noise model:
+  what the minimum would flag by itself;
+* the six peers above, and the three z / t peers given the same minimum (`+ min_change`: tonight moved
+  toward the window mean by MIN x |mean| before its z is taken, as the budget rule moves it toward its
+  median); the ratio peers already carry one (asv's 10%, github-action-benchmark's 100%).
+
+The minimum per metric (MEGATRON_METRICS) is chosen as docs/calibration.md tells a user to choose it, by
+what change of that kind of metric matters, before looking at what it flags; relative, since the 50 tests'
+models differ in size by orders of magnitude and an absolute figure fits one model only:
+
+* memory (`mem-allocated-bytes`, `mem-max-allocated-bytes`, `up`, 1%): deterministic; the recipe
+  docs/calibration.md and base.yaml give for a constant metric: less than 1% more memory does not decide
+  whether a job fits;
+* `lm loss` (`up`, 1%): a loss curve under a fixed seed on a fixed stack is deterministic too (the docs
+  name it); 1% of the loss (0.02 nats at a loss of 2, 0.1 at 10) is a fifth of the 5% tolerance that
+  Megatron-LM's own golden-value check allows (its tests/functional_tests/python_test_utils/
+  test_pretraining_regular_pipeline.py), and a curve that moved less is not a different training run;
+* `iteration-time` (`up`, 5%): noisy, and the rule measures its noise; the minimum says that a slowdown
+  under 5% is not worth a nightly alarm (the docs' example, and Megatron-LM's own 5% for it);
+* `num-zeros` (`both`, 5%): a count of zero gradient elements, deterministic under a fixed seed, that any
+  change of numerics moves (more zeros: underflow, dead units; fewer: the numerics changed); 5%, Megatron-LM's
+  tolerance for it, since the docs' absolute 200 fits one model's gradient size only.
+
+`num-zeros` and `mem-max-allocated-bytes` are judged where the versions hold them (the development file
+has neither). A version where `gatecfg.verdicts.evaluate` raises is counted apart (`err`), not judged.
 """
 
 from __future__ import annotations
