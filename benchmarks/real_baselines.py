@@ -293,7 +293,8 @@ class Peer:
                 limit = float(stdtrit(len(w) - 1, self.limit)) if self.kind == "t" else self.limit
                 mean = w.mean(axis=0)
                 d = value - mean
-                d = np.sign(d) * np.maximum(np.abs(d) - self.min_rel * np.abs(mean), 0.0)
+                if self.min_rel:
+                    d = np.sign(d) * np.maximum(np.abs(d) - self.min_rel * np.abs(mean), 0.0)
                 z = d / np.maximum(w.std(axis=0, ddof=1), 1e-300)
                 return float(np.max(z / limit))
             if len(w) == 0:
