@@ -314,6 +314,7 @@ class GateVerdicts(Sequence[Verdict]):
         """What the store keeps of the gate's steps: each value with its status and band (not its
         reason), as columns; a step without a value (an error) stores nothing."""
         ref, lo, hi = self._bulk_bands()
+        sd = self._spreads()
         kept = ~np.isnan(self.selection.numbers())
         everything = bool(kept.all())
         statuses = _STATUS_OBJECTS[self.codes]
@@ -331,7 +332,15 @@ class GateVerdicts(Sequence[Verdict]):
             refs=nullable(ref),
             los=nullable(lo),
             his=nullable(hi),
+            sds=nullable(sd),
         )
+
+    def _spreads(self) -> np.ndarray:
+        """Every step's night-to-night spread in the metric's units (NaN: none), as its verdict reads it:
+        a budget rule's, step by step; a band gate's reason gives none, so none is stored for it."""
+        if self.ruled is None:
+            return np.full(len(self), np.nan)
+        return np.array([np.nan if (sd := self.band_at(i).sd) is None else sd for i in range(len(self))])
 
     def _bulk_bands(self) -> Bands:
         """Every step's band as ref, lo and hi arrays (NaN: none), computed in bulk (a budget rule's bands
