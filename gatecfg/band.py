@@ -172,9 +172,11 @@ def limits_breach(value: float, limits: Limits | None) -> str | None:
     if limits is None:
         return None
     if limits.min is not None and value < limits.min:
-        return f"cur={fmt(value)} below limits.min={fmt(limits.min)}"
+        by = fmt(tidy(limits.min - value))
+        return f"{fmt(value)} below the limit limits.min {fmt(limits.min)} by {by}"
     if limits.max is not None and value > limits.max:
-        return f"cur={fmt(value)} above limits.max={fmt(limits.max)}"
+        by = fmt(tidy(value - limits.max))
+        return f"{fmt(value)} beyond the limit limits.max {fmt(limits.max)} by {by}"
     return None
 
 

@@ -106,14 +106,14 @@ def _status(
     if selected.error is not None or selected.value is None:
         return "error", selected.error or "no value"
     value = selected.value
-    versus = f"cur={fmt(value)} vs mean={fmt(current.ref)} (n={current.n})"
+    versus = band_versus(value, current, policy.reference)
     if not gate.gated:
-        return "tracked", f"tracked: {versus}" if current.n else f"tracked: cur={fmt(value)}, no history yet"
+        return "tracked", f"tracked: {versus}" if current.n else f"tracked: {fmt(value)}, no history yet"
     breach = limits_breach(value, gate.limits)
     if breach is not None:
         return "fail", breach
     if gate.constraint is None:
-        return "pass", f"cur={fmt(value)} within limits"
+        return "pass", f"{fmt(value)} within limits"
     needed = needed_history(gate, policy)
     if current.n < needed:
         missing = needed - current.n
@@ -127,8 +127,34 @@ def _status(
     if ruled is not None:
         return ruled
     if current.contains(value):
-        return "pass", f"{versus} within {current.interval()}"
-    return "fail", f"{versus} outside {current.interval()}"
+        return "pass", f"{versus}, within {band_span(current)}"
+    if current.hi is not None and value > current.hi:
+        by = fmt(tidy(value - current.hi))
+        return "fail", f"{versus}, beyond the band's edge {fmt(current.hi)} by {by}"
+    assert current.lo is not None  # outside a band: above its upper edge or below its lower one
+    return "fail", f"{versus}, below the band's edge {fmt(current.lo)} by {fmt(tidy(current.lo - value))}"
+
+
+def band_versus(value: float, current: Band, how: Reference) -> str:
+    """A band gate's value against its reference, in the metric's units, and the change as a share of
+    the reference: `3.1 vs mean 1.505 of 4 nights: +106.0%` (docs/evaluate.md, "Reading a band gate")."""
+    if current.ref is None:
+        return fmt(value)
+    text = f"{fmt(value)} vs {how} {fmt(current.ref)} of {current.n} night{'s' * (current.n != 1)}"
+    if current.ref != 0 and math.isfinite(value - current.ref):
+        text += f": {(value - current.ref) / abs(current.ref) * 100.0:+.1f}%"
+    return text
+
+
+def band_span(current: Band) -> str:
+    """The band a value must stay in, in words: `the band 0.4175 to 0.6`, `the band from 0.4175 up`."""
+    if current.lo is not None and current.hi is not None:
+        return f"the band {fmt(current.lo)} to {fmt(current.hi)}"
+    if current.lo is not None:
+        return f"the band from {fmt(current.lo)} up"
+    if current.hi is not None:
+        return f"the band up to {fmt(current.hi)}"
+    return "an open band"
 
 
 def needed_history(gate: ResolvedGate, policy: Policy) -> int:

@@ -85,12 +85,12 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
             "*_ test_train _*",
             f"gatecfg: enforced gate failed ({REGRESSED}); 1 of 1 gate failed; noise alone: not known here "
             "(band gates; `gatecfg backtest` estimates theirs)",
-            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 cur=3.1 vs "
-            "mean=1.505 (n=4) outside [-inf, 1.6555]",
+            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 3.1 vs "
+            "mean 1.505 of 4 nights: +106.0%, beyond the band's edge 1.6555 by 1.4445",
             "*= gatecfg =*",
             "shadow gates failed (reported, not fatal):",
             f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing (step last); worst: step last "
-            "cur=0.6 vs mean=0.8 (n=4) outside [0.76, inf]",
+            "0.6 vs mean 0.8 of 4 nights: -25.0%, below the band's edge 0.76 by 0.16",
             "*= short test summary info =*",
             f"FAILED {REGRESSED}::test_train - Failed: gatecfg: enforced*",
         ]
