@@ -106,7 +106,7 @@ def _status(
     if selected.error is not None or selected.value is None:
         return "error", selected.error or "no value"
     value = selected.value
-    versus = band_versus(value, current, policy.reference)
+    versus = current.versus(value, policy.reference)
     if not gate.gated:
         return "tracked", f"tracked: {versus}" if current.n else f"tracked: {fmt(value)}, no history yet"
     breach = limits_breach(value, gate.limits)
@@ -127,34 +127,8 @@ def _status(
     if ruled is not None:
         return ruled
     if current.contains(value):
-        return "pass", f"{versus}, within {band_span(current)}"
-    if current.hi is not None and value > current.hi:
-        by = fmt(tidy(value - current.hi))
-        return "fail", f"{versus}, beyond the band's edge {fmt(current.hi)} by {by}"
-    assert current.lo is not None  # outside a band: above its upper edge or below its lower one
-    return "fail", f"{versus}, below the band's edge {fmt(current.lo)} by {fmt(tidy(current.lo - value))}"
-
-
-def band_versus(value: float, current: Band, how: Reference) -> str:
-    """A band gate's value against its reference, in the metric's units, and the change as a share of
-    the reference: `3.1 vs mean 1.505 of 4 nights: +106.0%` (docs/evaluate.md, "Reading a band gate")."""
-    if current.ref is None:
-        return fmt(value)
-    text = f"{fmt(value)} vs {how} {fmt(current.ref)} of {current.n} night{'s' * (current.n != 1)}"
-    if current.ref != 0 and math.isfinite(value - current.ref):
-        text += f": {(value - current.ref) / abs(current.ref) * 100.0:+.1f}%"
-    return text
-
-
-def band_span(current: Band) -> str:
-    """The band a value must stay in, in words: `the band 0.4175 to 0.6`, `the band from 0.4175 up`."""
-    if current.lo is not None and current.hi is not None:
-        return f"the band {fmt(current.lo)} to {fmt(current.hi)}"
-    if current.lo is not None:
-        return f"the band from {fmt(current.lo)} up"
-    if current.hi is not None:
-        return f"the band up to {fmt(current.hi)}"
-    return "an open band"
+        return "pass", f"{versus}, within {current.span()}"
+    return "fail", f"{versus}, {current.crossed(value)}"
 
 
 def needed_history(gate: ResolvedGate, policy: Policy) -> int:
@@ -340,7 +314,9 @@ class GateVerdicts(Sequence[Verdict]):
         """What the store keeps of the gate's steps: each value with its status and band (not its
         reason), as columns; a step without a value (an error) stores nothing."""
         ref, lo, hi = self._bulk_bands()
-        sd = self._spreads()
+        sd = np.full(len(self), np.nan)
+        if self.ruled is not None:  # a budget rule's spread, step by step; a band gate's reason gives none
+            sd[:] = [np.nan if (x := self.band_at(i).sd) is None else x for i in range(len(self))]
         kept = ~np.isnan(self.selection.numbers())
         everything = bool(kept.all())
         statuses = _STATUS_OBJECTS[self.codes]
@@ -360,13 +336,6 @@ class GateVerdicts(Sequence[Verdict]):
             his=nullable(hi),
             sds=nullable(sd),
         )
-
-    def _spreads(self) -> np.ndarray:
-        """Every step's night-to-night spread in the metric's units (NaN: none), as its verdict reads it:
-        a budget rule's, step by step; a band gate's reason gives none, so none is stored for it."""
-        if self.ruled is None:
-            return np.full(len(self), np.nan)
-        return np.array([np.nan if (sd := self.band_at(i).sd) is None else sd for i in range(len(self))])
 
     def _bulk_bands(self) -> Bands:
         """Every step's band as ref, lo and hi arrays (NaN: none), computed in bulk (a budget rule's bands
