@@ -140,6 +140,9 @@ def test_db_copy_keeps_every_spread(tmp_path: Path, store_url: str) -> None:
     assert copied.code == 0, copied.err
 
     assert history_json(store_url, "train/loss") == history_json(source, "train/loss")
+    back = f"sqlite:///{tmp_path / 'back.db'}"  # and back: PostgreSQL's reader, SQLite's bulk writer
+    assert run_cli("db", "copy", "--from", store_url, "--to", back).code == 0
+    assert history_json(back, "train/loss") == history_json(source, "train/loss")
     with Store.open(store_url) as store:
         spreads = [r.point.sd for r in store.history(test=TEST, metric="train/loss")]
     assert sum(sd is not None for sd in spreads) == 3 * STEPS  # the nights after the five cold ones
