@@ -57,9 +57,10 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    measured one with the t quantile: a t quantile on 19 nights' spread is some 13% wider. A metric whose
    nights move more than its coins (a shift shared by a night) keeps the measured spreads.
 
-A night fails when any statistic does. The steps reported failing are those of every block that fired
-(the edges' block when they fired; all steps when only the mean or the trend did); the statistic
-described is the one that went furthest toward its threshold.
+A night fails when any statistic does. The steps reported failing are those that moved
+(`Null._attributed`): a step that exploded on its own, and among the steps of the fired statistics (every
+block that fired, the edges' block; all steps when only the mean or the trend did) those beyond their own
+noise; the statistic described is the one that went furthest toward its threshold.
 """
 
 from __future__ import annotations
