@@ -126,6 +126,10 @@ STEP_MARGIN_MAX = 3.0
 # A fired statistic over several steps blames, among its steps, those beyond their own noise: a clean
 # step among them with probability at most this (docs/evaluate.md, "Which steps fail").
 ATTRIBUTION = 0.05
+# Steps whose scales differ no more than sampling does (at this upper point) share one pooled scale for
+# the lone step's noise quantile, of at most POOLED_DF_MAX degrees of freedom (`_lone_limits`).
+SCALES_ALIKE = 0.01
+POOLED_DF_MAX = 200
 # A single step's past values beyond this many robust spreads of their median are absurd (see Null.of).
 ABSURD_MADS = 50.0
 
@@ -194,11 +198,9 @@ class _Side:
     # when scanned the trend's (all) and the edges' (wherever tonight's block is: judge locates them)
     centres: FloatArray  # each statistic's mean over the past nights
     thresholds: FloatArray
-    # How far (in scales) a lone step must go: beyond the largest step of the past nights (`largest`,
-    # with the step's noise quantile), and to count as an explosion by scales alone, `lone` (the largest
-    # times a margin, at least STEP_FLOOR); inf for a single step (the mean over all steps is that step).
-    largest: float
-    lone: float
+    # How far each step must go on its own, in its scales (empty for a single step: the mean over all
+    # steps is that step): see `_lone_limits`.
+    lone: FloatArray
 
 
 @dataclass(frozen=True)
@@ -245,7 +247,9 @@ class Null:
         with np.errstate(all="ignore"):
             try:
                 null = cls._of(history, direction=direction, alpha=alpha, trials=trials)
-            except np.linalg.LinAlgError as exc:
+            # Python's float arithmetic (the quantiles, the tail's margin) raises where numpy's warns: a
+            # window it cannot handle is the gate's error, never a traceback out of evaluate.
+            except (np.linalg.LinAlgError, ArithmeticError) as exc:
                 raise UnusableWindowError(f"the window's statistics cannot be computed ({exc})") from None
         finite = [null.scale, null.centre, np.array([null.rho])]
         finite += [side.thresholds for _, side in null.sides]
@@ -311,7 +315,11 @@ class Null:
         found = []
         for side in directions:
             sign = 1.0 if side == "up" else -1.0
-            largest, lone = _lone_thresholds(sign * z_past, a_step / m, n) if m > 1 else (math.inf, math.inf)
+            lone = (
+                _lone_limits(sign * (history - loo_loc), loo_scale, scale, space, a_step / m)
+                if m > 1
+                else np.empty(0)
+            )
             z = np.clip(sign * z_past, -clip, clip)
             # Statistics x nights, each statistic's absurd nights clipped: one night at 1e300 in the window
             # must not widen every threshold out of reach. A statistic over several clipped steps is near
@@ -377,7 +385,7 @@ class Null:
                     ranges.append((0, m - 1))
                     quantile = distributions.t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
-            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), largest, lone)))
+            found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), lone)))
         null = cls(
             raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
         )
@@ -395,8 +403,14 @@ class Null:
         edges: dict[str, FloatArray] = {}
         for side, null in self.sides:
             night = self.statistics(z_now, null)
-            failing |= self._attributed(null.sign * z_now, night, self.peaks[side])
-            alone = self.lone_limits(null) if m > 1 else null.thresholds[:1]
+            blamed = self._attributed(null.sign * z_now, night, self.peaks[side])
+            if min_change is not None:
+                # Beyond the noise AND beyond the minimum: a step within its minimum never fails, however
+                # the statistics of a night moved onto its medians compare with the past nights' (a
+                # deterministic window's edges and trend are not those of a night at its medians).
+                blamed &= null.sign * (values - self.loc) > self.least(min_change)
+            failing |= blamed
+            alone = null.lone if m > 1 else null.thresholds[:1]
             edges[side] = self.in_units(self.centre + null.sign * alone * self.scale)
             ranges = night.ranges
             k = int(np.argmax(night.severity))
@@ -430,12 +444,18 @@ class Null:
         within it counts as none, a larger one only for what exceeds it. The statistics then see a step
         as moved only beyond its noise and beyond the minimum (a deterministic metric's constant window
         has no noise: there the minimum alone decides)."""
-        least = np.maximum(
-            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
-        )
+        least = self.least(min_change)
         change = values - self.loc
         moved: FloatArray = self.loc + np.sign(change) * np.maximum(np.abs(change) - least, 0.0)
         return moved
+
+    def least(self, min_change: MinChange) -> FloatArray:
+        """Each step's minimum relevant change, in the metric's units: the larger of its relative part (of
+        the step's baseline median) and its absolute part."""
+        least: FloatArray = np.maximum(
+            (min_change.rel or 0.0) * np.abs(self.loc), np.full(len(self.loc), min_change.abs or 0.0)
+        )
+        return least
 
     def in_units(self, transformed: FloatArray) -> FloatArray:
         """Values of the space the steps are judged in, back in the metric's units."""
@@ -501,24 +521,13 @@ class Null:
         thresholds = null.thresholds
         lone = np.empty(0)
         if len(z_now) > 1:
-            limits = self.lone_limits(null)
+            limits = null.lone
             lone = harmful / limits
             k = int(np.argmax(lone))
             stats, severity = np.append(stats, harmful[k]), np.append(severity, lone[k])
             thresholds = np.append(thresholds, limits[k])
             ranges.append((k, k))
         return _Night(stats, severity, ranges, thresholds, lone)
-
-    def lone_limits(self, null: _Side) -> FloatArray:
-        """How far each step must go on its own (in its scales, harmful direction up) to fail: beyond every
-        step of the past nights and its noise quantile (`null.largest`), and an explosion: `null.lone`
-        scales (the largest past step times its tail's margin, at least STEP_FLOOR) or, for a metric
-        judged in logs, STEP_RATIO times its median, whichever is nearer."""
-        explosion = np.full(len(self.scale), null.lone)
-        if self.space == "log":
-            explosion = np.minimum(explosion, math.log(STEP_RATIO) / self.scale)
-        limits: FloatArray = np.maximum(explosion, null.largest)
-        return limits
 
     def standardise(self, values: FloatArray) -> FloatArray:
         """Each judged step's distance from its baseline in its scales, in the space it is judged in."""
@@ -643,31 +652,67 @@ def _kind(edges: bool, k: int, count: int, *, lone: bool) -> Kind:
     return "trend" if edges and k == count - 2 else "mean"
 
 
-def _lone_thresholds(z: FloatArray, level: float, nights: int) -> tuple[float, float]:
-    """How far a lone step must go, in its scales, given the past nights of `z` (steps x nights,
-    standardised leave-one-out, harmful direction up, unclipped), at `level` per step: beyond what they
-    showed, and (the second number) to be an explosion by its scales alone.
+def _lone_limits(
+    excess: FloatArray, loo_scale: FloatArray, scale: FloatArray, space: Space, level: float
+) -> FloatArray:
+    """How far each step must go on its own to fail, in its scales (harmful direction up), at `level` per
+    step, given the past nights' `excess` (steps x nights: each value less its median over the other
+    nights, in the space the steps are judged in, harmful direction up) and their scales (`loo_scale`,
+    steps x nights, over the other nights; `scale` over all of them). Beyond three things:
 
-    Beyond what they showed: the step's noise quantile (Student t of nights - 1 degrees of freedom: its
-    scale is measured on the other nights; sqrt(1 + pi / 2n) for the median it is measured from), and
-    the largest step of any past night: night to night the largest steps are exchangeable, so tonight's
-    passes theirs with probability 1 / (n + 1) whatever the noise, and a spike like those the metric
-    has shown does not fail. An explosion by scales: at least STEP_FLOOR, and the largest past step times
-    a margin: a Frechet tail of index `a` fitted to the nights' largest steps (the tail index is
-    pi / (sqrt(6) sd) of their logs) gives P(tonight's > c times the largest of n) = 1 / (1 + n c^a), and
-    c follows for the lone step's share (level x steps), within [1, STEP_MARGIN_MAX]. A night whose
-    largest step is an outlier among the nights' (5 robust scales of their logs) counts at that bound:
-    one absurd night must not lift the thresholds out of reach."""
-    m = z.shape[0]
-    noise = distributions.t_quantile(level, nights - 1) * math.sqrt(1.0 + math.pi / (2.0 * nights))
-    logs = standardise.clip_outliers(np.log(np.maximum(z.max(axis=0), 1.0))[None, :])[0]
+    * the step's noise: its Student t quantile at `level` (sqrt(1 + pi / 2n) for the median it is measured
+      from). Where the steps' scales are alike (`_alike`), the scale pooled over the steps is what each
+      step's noise is: the quantile then has the degrees of freedom of every step's nights (at most
+      POOLED_DF_MAX), where 19 nights' t quantile at a millionth is 70% wider than the normal's;
+    * the largest step any past night showed: night to night the largest steps are exchangeable, so
+      tonight's passes theirs with probability 1 / (n + 1) whatever the noise, and a spike like those the
+      metric has shown does not fail. In logs a spike is a ratio, whatever the step's noise: the largest
+      is measured as one (a 10x spike on a step whose 20 nights happen to look quiet is no larger than
+      on any other step); in the metric's own units, in each step's scales;
+    * an explosion: STEP_FLOOR scales at least, and the largest past step times a margin: a Frechet tail
+      of index `a` fitted to the nights' largest steps (the tail index is pi / (sqrt(6) sd) of their
+      logs) gives P(tonight's > c times the largest of n) = 1 / (1 + n c^a), and c follows for the lone
+      step's share (level x steps), within [1, STEP_MARGIN_MAX]. For a metric judged in logs, STEP_RATIO
+      times its median is an explosion too, whichever is nearer. A night whose largest step is an
+      outlier among the nights' (5 robust scales of their logs) counts at that bound: one absurd night
+      must not lift the limits out of reach."""
+    m, nights = excess.shape
+    pooled = _alike(scale, nights)
+    df = min(POOLED_DF_MAX, m * (nights - 1)) if pooled else nights - 1
+    noise = np.full(m, distributions.t_quantile(level, df) * math.sqrt(1.0 + math.pi / (2.0 * nights)))
+    if pooled:
+        noise *= math.sqrt(float(np.mean(scale**2))) / scale
+    # In logs a step's excess is its log ratio to its median; elsewhere its distance in its scales.
+    unit = np.ones((m, 1)) if space == "log" else loo_scale
+    per_night = (excess / unit).max(axis=0)
+    logs = standardise.clip_outliers(np.log(np.maximum(per_night, 1e-300))[None, :])[0]
     spread = float(logs.std(ddof=1))
     margin = 1.0
     if spread > 0:
         tail = math.pi / (math.sqrt(6.0) * spread)
-        margin = min(max(((1.0 / (level * m) - 1.0) / nights) ** (1.0 / tail), 1.0), STEP_MARGIN_MAX)
-    largest = math.exp(float(logs.max()))
-    return max(noise, largest), max(STEP_FLOOR, margin * largest)
+        # In logs: a window of nights that repeat one curve has a tail index in the millions, and the
+        # power itself overflows.
+        power = math.log(max((1.0 / (level * m) - 1.0) / nights, 1.0)) / tail
+        margin = math.exp(min(power, math.log(STEP_MARGIN_MAX)))
+    largest = math.exp(float(logs.max())) / (scale if space == "log" else np.ones(m))
+    explosion = np.maximum(STEP_FLOOR, margin * largest)
+    if space == "log":
+        explosion = np.minimum(explosion, math.log(STEP_RATIO) / scale)
+    limits: FloatArray = np.maximum(np.maximum(explosion, largest), noise)
+    return limits
+
+
+def _alike(scale: FloatArray, nights: int) -> bool:
+    """Whether the steps' scales differ no more than `nights` nights' sampling alone makes them differ:
+    the variance of their logs within chance (its upper SCALES_ALIKE point) of what Gaussian noise of one
+    spread gives, trigamma((n - 1) / 2) / 4 (two terms of its series)."""
+    m = len(scale)
+    if m < 2 or not (scale > 0).all():
+        return False
+    half = (nights - 1) / 2.0
+    expected = (1.0 / half + 1.0 / (2.0 * half * half)) / 4.0
+    observed = float(np.var(np.log(scale), ddof=1))
+    return observed <= expected * distributions.chi2_upper(m - 1, SCALES_ALIKE) / (m - 1)
 
 
 def _statistics(

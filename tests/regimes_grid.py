@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from gatecfg.analysis.changepoints import detect
 from gatecfg.analysis.noise import MIN_REGIME
+from gatecfg.analysis.readings import detect
 
 TOLERANCE = 2  # a found level shift within this many nights of a true one counts as that one
 SPREAD_TOLERANCE = 10  # a noise scale change shows over several nights: located within this many

@@ -177,3 +177,61 @@ def test_an_absurd_night_in_a_single_steps_window_does_not_pass_a_fivefold_value
 
     assert decide(np.array([5.0]), window, direction="up", alpha=0.01).fired
     assert not decide(np.array([1.0]), window, direction="up", alpha=0.01).fired
+
+
+def kl_like(rng: np.random.Generator, steps: int, nights: int) -> np.ndarray:
+    """steps x nights of a KL-like metric: 50% per-step noise in logs and a 10% shift shared by a night
+    (benchmarks/gate_quality.py's lognormal family)."""
+    return np.exp(0.1 * rng.standard_normal((1, nights)) + 0.5 * rng.standard_normal((steps, nights)))
+
+
+def grad_norm_like(rng: np.random.Generator, steps: int, nights: int) -> np.ndarray:
+    """steps x nights of a gradient norm: 15% per-step noise in logs, 5% a night, 0.5% of the steps
+    spiking 3-10x (the benchmark's spiky family)."""
+    values = np.exp(0.05 * rng.standard_normal((1, nights)) + 0.15 * rng.standard_normal((steps, nights)))
+    spikes = rng.random((steps, nights)) < 0.005
+    return np.where(spikes, values * rng.uniform(3.0, 10.0, (steps, nights)), values)
+
+
+@pytest.mark.parametrize("family", [kl_like, grad_norm_like], ids=["kl-like", "grad-norm-like"])
+def test_a_hundredfold_step_fails_on_noisy_metrics_with_many_steps(family: object) -> None:
+    # Before, the lone step had to clear 19 nights' t quantile at a millionth per step in each step's own
+    # scale (8.5 scales: 4.3 in logs at 50% noise, where x100 is 4.6), and the largest past step in each
+    # step's scales (a 10x spike on a step whose nights happened to look quiet counted as 20-odd): 12 of
+    # 100 such steps on the KL-like metric and 13 on the gradient norm passed (gate_quality.py, 1,000
+    # steps). Now the noise quantile uses the scale pooled over steps whose scales are alike, and a spike
+    # in logs is a ratio, whatever the step's scale.
+    assert callable(family)
+    rng = np.random.default_rng(23)
+    missed = []
+    for trial in range(20):
+        nights = family(rng, 1000, 21)
+        tonight, window = nights[:, 0].copy(), nights[:, 1:]
+        step = int(rng.integers(0, 1000))
+        tonight[step] *= 100.0
+        decision = decide(tonight, window, direction="up", alpha=0.01)
+        if not decision.failing[step]:
+            missed.append(trial)
+    assert missed == []
+
+
+def test_a_kl_like_metric_without_an_explosion_stays_within_its_budget() -> None:
+    # The pooled noise quantile is narrower than each step's own: it must not spend more than the lone
+    # step's share on clean nights of the same metric.
+    rng = np.random.default_rng(29)
+    fired = 0
+    for _ in range(100):
+        nights = kl_like(rng, 1000, 21)
+        decision = decide(nights[:, 0], nights[:, 1:], direction="up", alpha=0.01)
+        fired += decision.fired and decision.kind == "step"
+    assert fired <= 1
+
+
+def test_a_window_whose_nights_repeat_one_curve_is_judged_not_crashed() -> None:
+    # Deterministic metrics repeat a curve exactly from version to version; with one version apart, the
+    # tail fitted to the nights' largest steps had an index in the millions and its margin overflowed
+    # (OverflowError out of `evaluate`, found on the Megatron-LM goldens).
+    window = np.array([[1.0, 1.0, 1.0, 1.0, 1.1], [2.0, 2.0, 2.0, 2.0, 2.1]])
+
+    assert not decide(np.array([1.0, 2.0]), window, direction="up", alpha=0.01).fired
+    assert decide(np.array([1.0, 200.0]), window, direction="up", alpha=0.01).kind == "step"

@@ -110,3 +110,20 @@ def test_lint_refuses_a_minimum_it_cannot_read_with_its_line(
     assert result.code == 2
     assert "t.yaml:4:" in result.out + result.err
     assert message in result.out + result.err
+
+
+def test_a_minimum_never_fails_a_night_that_sits_within_it() -> None:
+    # Found on the Megatron-LM goldens (benchmarks/real_baselines.py): nights that alternate between two
+    # values a hair apart, and tonight on the usual one. Moved onto its medians by the minimum, the night
+    # looked to the edges statistic unlike any past night, and a gate with `min_change: 1%` failed where
+    # the same gate without a minimum passed.
+    past = np.array([1.0, 1.0, 1.0021, 0.9998, 1.0021, 0.9998, 0.9998])[::-1]  # newest first
+    window = np.tile(past, (10, 1))
+    tonight = np.full(10, 0.9998)
+
+    plain = decide(tonight, window, direction="up", alpha=0.01)
+    minimum = decide(tonight, window, direction="up", alpha=0.01, min_change=MinChange(rel=0.01))
+
+    assert not plain.fired
+    assert not minimum.fired
+    assert decide(tonight * 1.05, window, direction="up", alpha=0.01, min_change=MinChange(rel=0.01)).fired

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import subprocess
 import sys
 import time
@@ -28,8 +29,9 @@ from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_
 
 from gatecfg.analysis import changepoints
 from gatecfg.analysis import noise as noise_model
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV, detect
+from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV
 from gatecfg.analysis.noise import noise_scale
+from gatecfg.analysis.readings import detect
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
@@ -552,7 +554,7 @@ def test_detection_does_not_import_scipy() -> None:
     # `import ruptures` costs about a second (scipy.stats, scipy.spatial); the C search needs none of it.
     code = (
         "import sys\n"
-        "from gatecfg.analysis.changepoints import detect\n"
+        "from gatecfg.analysis.readings import detect\n"
         "assert detect([0.0] * 30 + [1.0] * 30).starts == (0, 30)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'ruptures')))\n"
     )
@@ -650,6 +652,66 @@ def test_a_smooth_curve_is_not_cut_into_many_short_regimes() -> None:
         for seed in range(20)
     ]
     assert sum(counts) / len(counts) <= 3.0
+
+
+def _walk(rng: np.random.Generator, drifts: list[float], nights: int) -> np.ndarray:
+    """A random walk of unit Gaussian steps from 100, `nights` nights at each mean step of `drifts`."""
+    steps = np.concatenate([rng.normal(drift, 1.0, nights) for drift in drifts])
+    return 100.0 + np.cumsum(steps)
+
+
+def test_a_random_walk_is_one_regime_that_wanders_not_a_staircase() -> None:
+    # A walk's level wanders without bound, so every stretch of it looks like a level of its own to a
+    # model of levels in noise that does not accumulate (main: 2.35 changes in each of these walks of
+    # 120 nights, half drifting). Read as a walk (step 11): 0.075.
+    rng = np.random.default_rng(8)
+    counts = [len(detect(_walk(rng, [drift], 120)).starts) - 1 for drift in (0.0, 0.5) for _ in range(20)]
+    assert sum(counts) / len(counts) <= 0.3
+
+
+def test_a_walk_whose_drift_changes_opens_one_drift_regime_there() -> None:
+    # Flat, then 1.5 a night from night 60: the levels reading (main) finds just that change in 8 of
+    # these 20 and cuts the others into pieces; the walk reading finds the one change of the mean step,
+    # as a drift with its slope, in 18.
+    found = [detect(_walk(np.random.default_rng(seed), [0.0, 1.5], 60)).segments for seed in range(20)]
+    one = [s for s in found if len(s) == 2 and abs(s[1].start - 60) <= 5 and s[1].kind == "drift"]
+    assert len(one) >= 17
+    assert all(abs(s[1].slope - 1.5) < 0.4 for s in one)
+
+
+def test_a_readings_likelihood_is_the_gaussian_one_of_its_ar1_innovations() -> None:
+    # The walk reading of one regime: its steps around their mean, each predicted from the one before by
+    # the least-squares AR(1) coefficient, Gaussian at their mean square; checked night by night against
+    # scipy's density.
+    from scipy.stats import norm
+
+    from gatecfg.analysis import readings
+
+    values = 100.0 + np.cumsum(np.random.default_rng(12).normal(0.3, 1.0, 80))
+    one = changepoints.Detection(
+        (changepoints.Segment(0, 80, "drift", 0.3, 1.0, False, (0, 0)),), 1.0, 0.0, ()
+    )
+    terms, price = readings._pointwise(values, one, 13.0, walk=True)
+    steps = np.diff(values)
+    residuals = steps - steps.mean()
+    phi = sum(residuals[t] * residuals[t - 1] for t in range(1, 79)) / sum(r * r for r in residuals[:78])
+    innovations = [residuals[0]] + [residuals[t] - phi * residuals[t - 1] for t in range(1, 79)]
+    scale = math.sqrt(sum(e * e for e in innovations) / 79)
+    expected = [-2 * norm.logpdf(e, scale=scale) - math.log(2 * math.pi) for e in innovations]
+    assert terms == pytest.approx(expected)
+    assert price == pytest.approx(math.log(80))  # no change, no line: one AR(1) coefficient
+
+
+def test_a_staircase_of_a_few_shifts_stays_levels_not_a_walk() -> None:
+    # Four shifts of 4 sigma, up and down, 12 nights apart: a walk with four large steps explains them
+    # too, without paying for changes; Vuong's test (step 11) keeps the levels reading unless the walk
+    # is better by more than the nights' own scatter of likelihood ratios would allow.
+    rng = np.random.default_rng(9)
+    levels = np.repeat([0.0, 4.0, 0.0, 4.0, 8.0], 12)
+    series = levels + rng.normal(0, 1, levels.size)
+    starts = detect(series).starts
+    assert len(starts) == 5
+    assert all(abs(found - true) <= 2 for found, true in zip(starts, (0, 12, 24, 36, 48), strict=True))
 
 
 def test_a_metric_that_alternates_then_alternates_wider_is_one_change() -> None:

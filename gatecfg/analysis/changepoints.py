@@ -1,4 +1,5 @@
-"""Regimes of one nightly series: level shifts, drifts and changes of spread, with penalties from the model.
+"""Regimes of one nightly series read as levels: level shifts, drifts and changes of spread, with penalties
+from the model (`readings` weighs this reading against a random walk).
 
 The model is the one a person reads off a nightly chart: between changes, a metric holds a level or moves
 along a line (a drift), and nights scatter around it with a noise scale that a change may also alter (a
@@ -73,6 +74,7 @@ from gatecfg.analysis.noise import (
     MIN_REGIME,
     NUMERIC_NOISE,
     Array,
+    fit_residuals,
     long_run_pelt,
     long_run_sd,
     median,
@@ -131,8 +133,9 @@ class Detection:
         return tuple(s.start for s in self.segments)
 
 
-def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
-    """Regimes of `series` (finite values in time order), one of `coordinates` series scanned together.
+def levels(values: Array, coordinates: int) -> Detection:
+    """The levels reading: regimes that hold a level or move along a line, in noise that does not
+    accumulate from night to night (steps 1-7).
 
     A change costs `3 ln n + 2 ln m` in units of the noise variance over `m` coordinates: MBIC's price
     for one series, plus what keeps the chance that noise alone opens a regime somewhere among `m` from
@@ -140,7 +143,6 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     tail of that statistic falls as `e^(-x/2)` (chi-square's, and the maximum over places of a
     chi-square process alike), so `2 ln m` more divides each coordinate's false-alarm rate by `m`:
     Bonferroni's correction, in the currency of the penalty."""
-    values = np.asarray(series, dtype=np.float64)
     n = values.size
     if n < 2 * MIN_REGIME:
         return Detection((_first(n, 0.0),) if n else (), 0.0, 0.0, ())
@@ -679,16 +681,6 @@ def _jumps(cleaned: Array, before: Segment, after: tuple[int, int], scale: float
 # --- step 10: every change judged again against the residuals of the whole fit -------------------------
 
 
-def _fit(cleaned: Array, a: int, b: int, line: bool) -> tuple[Array, float]:
-    """Residuals of the nights `a:b` around their least-squares level or line, and the line's slope."""
-    y = cleaned[a:b]
-    if not line or y.size < 3:
-        return y - float(np.mean(y)), 0.0
-    t = np.arange(y.size, dtype=np.float64)
-    slope, intercept = np.polyfit(t, y, 1)
-    return y - (intercept + slope * t), float(slope)
-
-
 def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
     """`2 ln LR` of a change of the noise scale at `after.start`, measured on the night-to-night
     differences of the residuals around each side's own level or line: a drift's slope is no part of the
@@ -697,8 +689,8 @@ def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
     -1/2, so their squares at 1/4, and a log-variance's variance is `1 + 2/4 = 1.5` times an independent
     sample's; heavier tails raise both the squares' kurtosis, by `(kappa - 1) / 2` (Box 1953), and their
     correlation. The statistic is divided by that long-run factor, measured, and never below 1.5."""
-    left = np.diff(_fit(cleaned, before.start, before.stop, before.kind == "drift")[0])
-    right = np.diff(_fit(cleaned, after.start, after.stop, after.kind == "drift")[0])
+    left = np.diff(fit_residuals(cleaned, before.start, before.stop, before.kind == "drift")[0])
+    right = np.diff(fit_residuals(cleaned, after.start, after.stop, after.kind == "drift")[0])
     v_left, v_right = float(np.mean(left**2)), float(np.mean(right**2))
     if min(v_left, v_right) <= 0 or min(left.size, right.size) < 2:
         return math.inf if min(v_left, v_right) <= 0 else 0.0
@@ -732,11 +724,13 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
 
     def cost(a: int, b: int, line: bool, scale: float) -> float:
         """The nights `a:b`' sum of squares in units of `scale^2`, a line's slope priced as in step 5."""
-        residuals = _fit(cleaned, a, b, line)[0]
+        residuals = fit_residuals(cleaned, a, b, line)[0]
         price = float(_slope_price(a, b, cleaned.size, per_night)) if line else 0.0
         return float(np.dot(residuals, residuals)) / scale**2 + price
 
-    residuals = np.concatenate([_fit(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged])
+    residuals = np.concatenate(
+        [fit_residuals(cleaned, s.start, s.stop, s.kind == "drift")[0] for s in merged]
+    )
     # The AR(1) long-run scale of the residuals, bounded by the series' own long-run spread, as step 2
     # starts its search; or their Bartlett long-run scale, if larger.
     ceiling = long_run_sd(cleaned - median(cleaned))
@@ -758,6 +752,6 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
         scale = max(before.scale, after.scale)
         line = cost(before.start, after.stop, True, scale) < cost(before.start, after.stop, False, scale)
         kind: Kind = "drift" if line else ("spread" if before.kind == "spread" else "level")
-        slope = _fit(cleaned, before.start, after.stop, True)[1] if line else 0.0
+        slope = fit_residuals(cleaned, before.start, after.stop, True)[1] if line else 0.0
         merged[k : k + 2] = [replace(before, stop=after.stop, kind=kind, slope=slope, scale=scale)]
     return tuple(merged)

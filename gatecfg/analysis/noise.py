@@ -235,3 +235,13 @@ def level_residuals(values: Array, starts: Sequence[int]) -> Array:
     for a, b in itertools.pairwise([*starts, values.size]):
         out[a:b] -= float(np.add.reduce(values[a:b])) / (b - a)
     return out
+
+
+def fit_residuals(values: Array, a: int, b: int, line: bool) -> tuple[Array, float]:
+    """Residuals of the nights `a:b` around their least-squares level or line, and the line's slope."""
+    y = values[a:b]
+    if not line or y.size < 3:
+        return y - float(np.mean(y)), 0.0
+    t = np.arange(y.size, dtype=np.float64)
+    slope, intercept = np.polyfit(t, y, 1)
+    return y - (intercept + slope * t), float(slope)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gatecfg.analysis.changepoints import Detection, Kind, detect
+from gatecfg.analysis.changepoints import Detection, Kind
+from gatecfg.analysis.readings import detect
 from gatecfg.analysis.series import Night
 from gatecfg.band import tidy
 
