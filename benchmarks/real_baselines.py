@@ -1,7 +1,7 @@
 """Baselines on real histories: the nightly replay of real CI benchmark timings (issue 24).
 
     python benchmarks/real_baselines.py [--series /work/shared/real/django-asv/series.csv.gz]
-        [--injections 40] [--seed 0] [--limit N] [--megatron /work/shared/real/megatron-goldens
+        [--injections 40] [--seed 0] [--limit N] [--window N] [--megatron /work/shared/real/megatron-goldens
         [--megatron-only]] [--json]
 
 Each (benchmark, environment) series of the asv CSV (`benchmark`, `env`, `date_ms`, `commit`, `seconds`;
@@ -247,7 +247,7 @@ class GatecfgReplay:
         nights.append(tonight)
         # Only the newest nights can reach a window (the store walks them newest first): far more than a
         # window of trusted ones and the longest streak of failures that are followed.
-        del nights[:-KEPT_NIGHTS]
+        del nights[: -max(KEPT_NIGHTS, 3 * self.policy.window)]
         return failed
 
     def replay(self, values: Array, keep: Collection[int]) -> tuple[Array, dict[int, list[Night]]]:
@@ -329,16 +329,22 @@ class Tally:
         return 1000.0 * self.alerts / max(self.nights, 1)
 
 
-def injection_nights(rng: np.random.Generator, n: int, warm: int, count: int) -> Array:
-    low, high = 2 * warm, n - CAUGHT_WITHIN
+def injection_nights(rng: np.random.Generator, n: int, low: int, count: int) -> Array:
+    high = n - CAUGHT_WITHIN
     if high <= low:
         return np.array([], np.int64)
     return rng.integers(low, high, size=count)
 
 
-def run(series: Sequence[Series], injections: int, seed: int) -> dict[str, object]:
+def run(series: Sequence[Series], injections: int, seed: int, window: int | None = None) -> dict[str, object]:
+    """The replay under base.yaml's policy, or with its window replaced by `window` nights. Alerts are
+    counted from night base-window on and injections start from twice it whatever `window` is, so that
+    replays at several windows judge the same nights (the first nights' windows are short, as in a store
+    that has just started)."""
     gate, policy = shipped_gate()
     warm = policy.window
+    if window is not None:
+        policy = dataclasses.replace(policy, window=window)
     replays = {
         "gatecfg default": GatecfgReplay(gate, policy, policy.baseline),
         "gatecfg every night": GatecfgReplay(gate, policy, "nightly"),
@@ -352,7 +358,7 @@ def run(series: Sequence[Series], injections: int, seed: int) -> dict[str, objec
     injected_max: dict[tuple[str, float], list[float]] = {(p, f): [] for p in PEERS for f in FACTORS}
     rng = np.random.default_rng(seed)
     for s in series:
-        starts = injection_nights(rng, len(s.values), warm, injections)
+        starts = injection_nights(rng, len(s.values), 2 * warm, injections)
         tried += len(starts)
         for name, replay in replays.items():
             alerts, before = replay.replay(s.values, set(starts.tolist()))
@@ -642,6 +648,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --megatron: skip the asv replay (seconds, not minutes)",
     )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="nights in gatecfg's window instead of base.yaml's (the same nights judged and injected)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.megatron_only and args.megatron is None:
@@ -649,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     result: dict[str, Any] = {}
     if not args.megatron_only:
-        result = run(load_series(args.series)[: args.limit], args.injections, args.seed)
+        result = run(load_series(args.series)[: args.limit], args.injections, args.seed, args.window)
         if not args.json:
             print(table(result))
     if args.megatron is not None:

@@ -270,8 +270,7 @@ class Null:
         loc, spread = standardise.location_spread(history)
         scale = standardise.floored(loc, spread, floor)
         # Leave-one-out: night j standardised by the other n - 1 nights, as tonight is by all n.
-        others = np.array([[k for k in range(n) if k != j] for j in range(n)], np.int64)
-        loo_loc, loo_scale = standardise.location_scale(history[:, others], floor)
+        loo_loc, loo_scale = standardise.leave_one_out(history, floor)
         z_past = (history - loo_loc) / loo_scale  # m x n
         starts, width = _blocks(m)
         clip = CLIP_Z if m > 1 else math.inf

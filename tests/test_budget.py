@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import flat, run_cli
 
+from gatecfg import standardise
 from gatecfg.budget import (
     ALL_SHARE,
     CAP_Z,
@@ -724,3 +725,25 @@ def test_the_joint_scale_moves_smoothly_with_rho() -> None:
 
     assert max(abs(b - a) for a, b in itertools.pairwise(scales)) <= 0.03
     assert scales[-1] >= scales[0]
+
+
+@pytest.mark.parametrize("nights", [5, 6, 20, 21, 60])
+@pytest.mark.parametrize("kind", ["gaussian", "ties", "constant-but-two", "heavy"])
+def test_leave_one_out_scales_are_those_of_the_other_nights_gathered(nights: int, kind: str) -> None:
+    # standardise.leave_one_out sorts each step once instead of taking medians over every night's others
+    # (m x n x n - 1): the same medians to the bit, the same clipped spreads to rounding.
+    rng = np.random.default_rng([nights, len(kind)])
+    shape = (7, nights)
+    history = {
+        "gaussian": rng.standard_normal(shape),
+        "ties": np.round(rng.standard_normal(shape), 1),
+        "constant-but-two": np.where(rng.random(shape) < 0.8, 1.5e9, 1.5e9 + rng.integers(0, 3, shape) * 1e6),
+        "heavy": rng.standard_t(2, shape) * 1e4,
+    }[kind]
+    others = np.array([[k for k in range(nights) if k != j] for j in range(nights)])
+
+    loc, scale = standardise.leave_one_out(history, 0.0)
+    gathered_loc, gathered_scale = standardise.location_scale(history[:, others], 0.0)
+
+    assert np.array_equal(loc, gathered_loc)
+    np.testing.assert_allclose(scale, gathered_scale, rtol=1e-12)
