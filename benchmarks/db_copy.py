@@ -85,6 +85,7 @@ def seed(url: str, n_runs: int) -> None:
                 [1.0] * STEPS,
                 [0.5] * STEPS,
                 [1.5] * STEPS,
+                [0.1] * STEPS,
             )
             for spec in specs
         }

@@ -68,6 +68,33 @@ class Band:
         hi = "inf" if self.hi is None else fmt(self.hi)
         return f"[{lo}, {hi}]"
 
+    def versus(self, value: float, how: Reference) -> str:
+        """A band gate's value against this reference, in the metric's units, and the change as a share of
+        it: `3.1 vs mean 1.505 of 4 nights: +106.0%` (docs/evaluate.md, "Reading a band gate")."""
+        if self.ref is None:
+            return fmt(value)
+        text = f"{fmt(value)} vs {how} {fmt(self.ref)} of {self.n} night{'s' * (self.n != 1)}"
+        if self.ref != 0 and math.isfinite(value - self.ref):
+            text += f": {(value - self.ref) / abs(self.ref) * 100.0:+.1f}%"
+        return text
+
+    def crossed(self, value: float) -> str:
+        """Which edge a value outside the band crossed, and by how much in the metric's units."""
+        if self.hi is not None and value > self.hi:
+            return f"beyond the band's edge {fmt(self.hi)} by {fmt(tidy(value - self.hi))}"
+        assert self.lo is not None  # outside a band: above its upper edge or below its lower one
+        return f"below the band's edge {fmt(self.lo)} by {fmt(tidy(self.lo - value))}"
+
+    def span(self) -> str:
+        """The band a value must stay in, in words: `the band 0.4175 to 0.6`, `the band from 0.4175 up`."""
+        if self.lo is not None and self.hi is not None:
+            return f"the band {fmt(self.lo)} to {fmt(self.hi)}"
+        if self.lo is not None:
+            return f"the band from {fmt(self.lo)} up"
+        if self.hi is not None:
+            return f"the band up to {fmt(self.hi)}"
+        return "an open band"
+
 
 def reference(values: Sequence[float], how: Reference = "mean") -> float:
     """The mean (SPEC §4) or, with `policy.reference: median`, the median of the window."""
@@ -172,9 +199,11 @@ def limits_breach(value: float, limits: Limits | None) -> str | None:
     if limits is None:
         return None
     if limits.min is not None and value < limits.min:
-        return f"cur={fmt(value)} below limits.min={fmt(limits.min)}"
+        by = fmt(tidy(limits.min - value))
+        return f"{fmt(value)} below the limit limits.min {fmt(limits.min)} by {by}"
     if limits.max is not None and value > limits.max:
-        return f"cur={fmt(value)} above limits.max={fmt(limits.max)}"
+        by = fmt(tidy(value - limits.max))
+        return f"{fmt(value)} beyond the limit limits.max {fmt(limits.max)} by {by}"
     return None
 
 

@@ -94,7 +94,7 @@ def run_evaluation(req: Request) -> RunReport:
             writing=req.write,
         )
         notes += followed.notes()
-        notes += [f"MISSING STEPS: {r.gate.metric}: {r.missing_text()}" for r in results if r.missing]
+        notes += [missing_note(r) for r in results if r.missing]
         is_trusted = trusted(results)
         # Only a run with a failing gate asks what changed since the baseline's newest run.
         newest = None
@@ -155,6 +155,11 @@ def _changes(newest: RunRow | None, *, commit: str | None, meta: Mapping[str, st
         return None
     found = Changes.of(newest.run, commit=commit, meta=meta)
     return None if found.empty else found
+
+
+def missing_note(result: GateVerdicts) -> str:
+    """The note of a gate whose run lacks steps its baseline holds (status `missing`)."""
+    return f"MISSING STEPS: {result.gate.metric}: {result.missing_text()}"
 
 
 def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:

@@ -29,6 +29,7 @@ _SHADOW = "gatecfg-shadow-failure"
 _REKEY = "gatecfg-rekey"
 _UNGATED = "gatecfg-ungated"
 _NOTICE = "gatecfg-notice"
+_MISSING = "gatecfg-missing-steps"
 _JUDGED = "gatecfg-judged"  # "<written 0|1>\t<store>\t<gate statuses, space-separated>" per gated test
 
 # The CLI's words in gatecfg's messages, as this plugin's options say them.
@@ -227,11 +228,23 @@ def _in_plugin_words(text: str) -> str:
 
 def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
     """Properties for JUnit and the terminal summary; the lines of the enforced failures."""
+    from gatecfg.evaluation import missing_note
     from gatecfg.report import role
 
     failed: list[str] = []
     for result in report.results:
         item.user_properties.append((_GATE + result.gate.metric, f"{result.status} ({role(result)})"))
+        if result.missing:
+            # Its own line and heading: the run lacks steps (status `missing`), which is neither a failing
+            # step nor a series without history.
+            fate = "fails the gate" if result.policy.missing == "fail" else "a warning"
+            item.user_properties.append(
+                (
+                    _MISSING,
+                    f"{test}: {result.gate.metric} ({result.gate.file}:{result.gate.line}): "
+                    f"{result.missing_text()} ({fate}: policy.missing: {result.policy.missing})",
+                )
+            )
         if not result.blocks_trust:
             continue
         # The gate's why, as every report gives it: the steps that moved and the statistic that fired.
@@ -242,8 +255,10 @@ def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
             item.user_properties.append((_SHADOW, f"{test}: {line.strip()}"))
     for warning in report.warnings:
         item.user_properties.append((_REKEY, f"{test}: {warning.message}"))
+    missing = {missing_note(result) for result in report.results if result.missing}
     for note in report.notes:
-        item.user_properties.append((_NOTICE, f"{test}: {note}"))
+        if note not in missing:  # under its own heading, above
+            item.user_properties.append((_NOTICE, f"{test}: {note}"))
     return failed
 
 
@@ -256,7 +271,7 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            kinds = (_SHADOW, _REKEY, _NOTICE, _UNGATED, _JUDGED)
+            kinds = (_SHADOW, _REKEY, _NOTICE, _MISSING, _UNGATED, _JUDGED)
             self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -275,7 +290,9 @@ class _Summary:
                 + (f" ({', '.join(stores)})" if written else " (nightlies pass --gatecfg-write)")
             )
         titles = (
-            (_NOTICE, "no stored history"),
+            (_MISSING, "steps not logged (status missing)"),
+            # Each notice says what it is: no stored history, a shift followed, a stale baseline.
+            (_NOTICE, "notices"),
             (_SHADOW, "shadow gates failed (reported, not fatal)"),
             (_REKEY, "RE-KEY"),
         )

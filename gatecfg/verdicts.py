@@ -106,14 +106,14 @@ def _status(
     if selected.error is not None or selected.value is None:
         return "error", selected.error or "no value"
     value = selected.value
-    versus = f"cur={fmt(value)} vs mean={fmt(current.ref)} (n={current.n})"
+    versus = current.versus(value, policy.reference)
     if not gate.gated:
-        return "tracked", f"tracked: {versus}" if current.n else f"tracked: cur={fmt(value)}, no history yet"
+        return "tracked", f"tracked: {versus}" if current.n else f"tracked: {fmt(value)}, no history yet"
     breach = limits_breach(value, gate.limits)
     if breach is not None:
         return "fail", breach
     if gate.constraint is None:
-        return "pass", f"cur={fmt(value)} within limits"
+        return "pass", f"{fmt(value)} within limits"
     needed = needed_history(gate, policy)
     if current.n < needed:
         missing = needed - current.n
@@ -127,8 +127,8 @@ def _status(
     if ruled is not None:
         return ruled
     if current.contains(value):
-        return "pass", f"{versus} within {current.interval()}"
-    return "fail", f"{versus} outside {current.interval()}"
+        return "pass", f"{versus}, within {current.span()}"
+    return "fail", f"{versus}, {current.crossed(value)}"
 
 
 def needed_history(gate: ResolvedGate, policy: Policy) -> int:
@@ -314,6 +314,9 @@ class GateVerdicts(Sequence[Verdict]):
         """What the store keeps of the gate's steps: each value with its status and band (not its
         reason), as columns; a step without a value (an error) stores nothing."""
         ref, lo, hi = self._bulk_bands()
+        sd = np.full(len(self), np.nan)
+        if self.ruled is not None:  # a budget rule's spread, step by step; a band gate's reason gives none
+            sd[:] = [np.nan if (x := self.band_at(i).sd) is None else x for i in range(len(self))]
         kept = ~np.isnan(self.selection.numbers())
         everything = bool(kept.all())
         statuses = _STATUS_OBJECTS[self.codes]
@@ -331,6 +334,7 @@ class GateVerdicts(Sequence[Verdict]):
             refs=nullable(ref),
             los=nullable(lo),
             his=nullable(hi),
+            sds=nullable(sd),
         )
 
     def _bulk_bands(self) -> Bands:

@@ -79,11 +79,13 @@ def test_regressed_reward_fails_with_the_seed_band(tmp_path: Path, db: str) -> N
     assert verdict["lo"] == 0.4175
     assert verdict["hi"] is None
     assert verdict["steps_key"] == '"all"'
-    assert verdict["reason"] == "cur=0.3125 vs mean=0.521875 (n=20) outside [0.4175, inf]"
+    assert verdict["reason"] == (
+        "0.3125 vs mean 0.521875 of 20 nights: -40.1%, below the band's edge 0.4175 by 0.105"
+    )
     [gate] = report["gates"]  # type: ignore[misc]
     assert gate["why"] == (
         "1 of 2 steps failing (step 1); worst: step 1 "
-        "cur=0.3125 vs mean=0.521875 (n=20) outside [0.4175, inf]"
+        "0.3125 vs mean 0.521875 of 20 nights: -40.1%, below the band's edge 0.4175 by 0.105"
     )
     assert report["run"] == {
         "run_id": report["run"]["run_id"],  # type: ignore[index]
@@ -210,7 +212,7 @@ def test_limits_fail_without_history(tmp_path: Path, db: str) -> None:
     assert code == 1
     verdict = report["verdicts"][0]  # type: ignore[index]
     assert verdict["status"] == "fail"
-    assert verdict["reason"] == "cur=0.45 below limits.min=0.5"
+    assert verdict["reason"] == "0.45 below the limit limits.min 0.5 by 0.05"
 
 
 def test_nan_at_a_gated_coordinate_is_an_error_that_untrusts(tmp_path: Path, db: str) -> None:

@@ -85,12 +85,12 @@ def test_fails_exactly_the_regressed_test_with_its_reason(
             "*_ test_train _*",
             f"gatecfg: enforced gate failed ({REGRESSED}); 1 of 1 gate failed; noise alone: not known here "
             "(band gates; `gatecfg backtest` estimates theirs)",
-            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 cur=3.1 vs "
-            "mean=1.505 (n=4) outside [-inf, 1.6555]",
+            "  train/loss (gates/regressed.yaml:3): 1 of 3 steps failing (step 2); worst: step 2 3.1 vs "
+            "mean 1.505 of 4 nights: +106.0%, beyond the band's edge 1.6555 by 1.4445",
             "*= gatecfg =*",
             "shadow gates failed (reported, not fatal):",
             f"  {GOOD}: eval/score (gates/good.yaml:5): 1 of 1 step failing (step last); worst: step last "
-            "cur=0.6 vs mean=0.8 (n=4) outside [0.76, inf]",
+            "0.6 vs mean 0.8 of 4 nights: -25.0%, below the band's edge 0.76 by 0.16",
             "*= short test summary info =*",
             f"FAILED {REGRESSED}::test_train - Failed: gatecfg: enforced*",
         ]
@@ -202,9 +202,7 @@ def test_a_store_without_the_tests_history_is_a_notice_or_with_require_history_a
     args = ("--gatecfg-gates", "gates", "--gatecfg-db", "empty.db", "-p", "no:cacheprovider")
     noticed = project.runpytest_subprocess(*args)
     noticed.assert_outcomes(passed=2)
-    noticed.stdout.fnmatch_lines(
-        ["no stored history:", f"  {GOOD}: NOTICE: no stored history for series {GOOD}*"]
-    )
+    noticed.stdout.fnmatch_lines(["notices:", f"  {GOOD}: NOTICE: no stored history for series {GOOD}*"])
     with (project.path / "gates" / "base.yaml").open("a", encoding="utf-8") as base:
         base.write("  require_history: true\n")  # under the policy: block that BASE ends with
     required = project.runpytest_subprocess(*args)
@@ -294,3 +292,29 @@ def test_a_gate_that_blocks_on_missing_steps_fails_with_its_reason(project: pyte
         [f"gatecfg: enforced gate failed ({REGRESSED})*", "  train/loss (gates/regressed.yaml:3): *"]
     )
     assert "StopIteration" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("policy", ["fail", "warn"])
+def test_the_summary_lists_a_gate_missing_steps_under_its_own_heading(
+    project: pytest.Pytester, policy: str
+) -> None:
+    """A run that lacks steps its baseline holds is status `missing`: the summary says which steps and what
+    the policy makes of it, under its own heading, not among the series without history."""
+    with (project.path / "gates" / "base.yaml").open("a", encoding="utf-8") as base:
+        base.write(f"  missing: {policy}\n")  # under the policy: block that BASE ends with
+    project.makepyfile(**{REGRESSED.removesuffix(".py"): TWO_GATED.split("\n\n")[1] + "\n"})
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-k", "regressed"
+    )
+    fate = "fails the gate" if policy == "fail" else "a warning"
+    result.stdout.fnmatch_lines(
+        [
+            "*= gatecfg =*",
+            "steps not logged (status missing):",
+            f"  {REGRESSED}: train/loss (gates/regressed.yaml:3): steps 1-2 not logged; the last 4 nightlies "
+            f"logged 0-2 ({fate}: policy.missing: {policy})",
+        ]
+    )
+    summary = result.stdout.str().split("= gatecfg =", 1)[1]
+    assert "no stored history" not in summary
+    assert "MISSING STEPS" not in summary  # said once, under its heading

@@ -188,3 +188,33 @@ def test_markdown_links_each_gate_to_its_line_when_the_ci_names_the_repository(
     assert f"| [`gates/t.yaml:3`]({url}#L3) |" in linked
     assert f"| [`gates/t.yaml:7`]({url}#L7) |" in linked
     assert f"- ❌ `train/loss` ([`gates/t.yaml:3`]({url}#L3)): " in linked
+
+
+def test_a_band_gate_reads_value_against_its_reference_and_edge_in_every_format(
+    pr: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """A band gate (`rel_down`) says the same plain words as a budget gate: the value against the mean of
+    its nights, the change, and which edge of the band it crossed by how much, in the metric's units."""
+    gates, _, db = pr
+    tonight = tmp_path / "accuracy.jsonl"
+    moved = night(np.random.default_rng(6))
+    moved["eval/accuracy"] = [[STEPS - 1, 0.7]]
+    tonight.write_text(json.dumps(moved) + "\n", encoding="utf-8")
+    pr = (gates, tonight, db)
+
+    [accuracy] = [
+        v for v in json.loads(evaluate(pr, "--format", "json"))["verdicts"] if v["metric"] == "eval/accuracy"
+    ]
+    match = re.fullmatch(
+        r"0\.7 vs mean (0\.\d+) of 12 nights: (-\d+\.\d)%, below the band's edge (0\.\d+) by (0\.\d+)",
+        accuracy["reason"],
+    )
+    assert match, accuracy["reason"]
+    mean, change, edge, by = (float(match[i]) for i in range(1, 5))
+    assert (mean, edge) == (pytest.approx(accuracy["ref"]), pytest.approx(accuracy["lo"]))
+    assert change == pytest.approx((0.7 - mean) / mean * 100, abs=0.05)
+    assert by == pytest.approx(accuracy["lo"] - 0.7, rel=1e-5)  # both shown to 6 digits
+    for fmt in ("text", "markdown", "junit", "github"):
+        out = flat(evaluate(pr, "--format", fmt, "--verbose").replace("&#x27;", "'").replace("%25", "%"))
+        assert "below the band's edge" in out, fmt
+        assert not re.search(r"cur=|mean=|\(n=\d+\)", out), fmt

@@ -281,6 +281,7 @@ def stored_columns(
                 columns.refs[a:b],
                 columns.los[a:b],
                 columns.his[a:b],
+                columns.sds[a:b],
             )
         )
     return found

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gatecfg.band import Band, fmt
+from gatecfg.band import Band, fmt, near
 from gatecfg.commands.shifts import describe
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
@@ -95,7 +95,12 @@ def _json(row: HistoryRow) -> dict[str, Any]:
         "ref": p.ref,
         "lo": p.lo,
         "hi": p.hi,
+        "sd": p.sd,
     }
+
+
+# What a row's value is shown against: its reference and, where its rule gave one, its spread.
+VERSUS = "value vs ref ± sd"
 
 
 def _table(rows: list[HistoryRow], limit: int | None) -> str:
@@ -105,7 +110,6 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
         trust = "trusted" if row.trusted else "UNTRUSTED"
         if row.trust_override is not None:
             trust += " (set by hand)"
-        band = Band(p.ref, 0, p.lo, p.hi).interval() if p.ref is not None else "-"
         table.append(
             [
                 row.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -114,15 +118,34 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
                 trust,
                 row.coordinate.coordinate,
                 "last" if p.step == -1 else str(p.step),
-                fmt(p.value),
                 p.status,
-                fmt(p.ref) if p.ref is not None else "-",
-                band,
+                versus(p.value, p.ref, p.sd),
+                _band(p.ref, p.lo, p.hi, p.sd),
             ]
         )
     out = TextReport()
-    columns = ("written", "run", "commit", "trust", "coordinate", "step", "value", "status", "ref", "band")
+    columns = ("written", "run", "commit", "trust", "coordinate", "step", "status", VERSUS, "band")
     out.table(columns, table)
     if limit is not None and len(rows) == limit:
         out.line(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
     return out.text().rstrip()
+
+
+def versus(value: float, ref: float | None, sd: float | None) -> str:
+    """A stored value against its reference and spread as the evaluate report reads it (`2.503 vs 2.082
+    ± 0.022`, to the decimals the spread makes meaningful); without a spread (a band gate, or a value
+    stored before revision 0007) `2.503 vs 2.082`; without history the value alone."""
+    if ref is None:
+        return fmt(value)
+    if sd is None:
+        return f"{fmt(value)} vs {fmt(ref)}"
+    return f"{near(value, sd)} vs {near(ref, sd)} ± {near(sd, sd)}"
+
+
+def _band(ref: float | None, lo: float | None, hi: float | None, sd: float | None) -> str:
+    """The edges the value was judged against (a budget gate's: where the step fails alone)."""
+    if ref is None:
+        return "-"
+    if sd is None:
+        return Band(ref, 0, lo, hi).interval()
+    return f"[{'-inf' if lo is None else near(lo, sd)}, {'inf' if hi is None else near(hi, sd)}]"

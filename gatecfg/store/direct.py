@@ -32,6 +32,7 @@ from gatecfg.memory import collector_paused
 from gatecfg.store.facts import SCHEMA_REVISION, SQLITE_BUSY_TIMEOUT_S, STORE_HINT, VERSION_TABLE
 from gatecfg.store.protocol import StoreReads
 from gatecfg.store.rows import (
+    HISTORY_CREATED_AT,
     Baseline,
     CoordinateSpec,
     CoordinateSummary,
@@ -357,7 +358,7 @@ def _history(
     spec = {row[at["pk"]]: CoordinateSpec(*(row[at[field]] for field in SPEC_FIELDS)) for row in keys}
     # LIMIT -1 is SQLite's "no limit".
     rows = _run(conn, "history" + where, **given, limit=-1 if limit is None else limit)
-    return [history_row(row, spec[row[0]], _utc(row[10])) for row in rows]
+    return [history_row(row, spec[row[0]], _utc(row[HISTORY_CREATED_AT])) for row in rows]
 
 
 def _utc(stored: str) -> datetime:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Row
 
 from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
+    HISTORY_CREATED_AT,
     STATUSES,
     Baseline,
     CoordinateSpec,
@@ -226,7 +227,7 @@ def history(
     query = history_values(test, metric, step, series_key, limit)
     keys = history_keys(test, metric, series_key)
     spec = {row.pk: spec_of(row) for row in conn.execute(keys)}
-    return [history_row(row, spec[row[0]], row[10]) for row in conn.execute(query)]
+    return [history_row(row, spec[row[0]], row[HISTORY_CREATED_AT]) for row in conn.execute(query)]
 
 
 def run_rows(conn: Connection, *, test: str | None) -> list[RunRow]:

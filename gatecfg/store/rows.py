@@ -33,7 +33,8 @@ class CoordinateSpec:
 class StoredPoint:
     """One value of a run at one step of a coordinate, with the verdict it got when written.
 
-    `step` is -1 for `steps: last`. A NaN value reads back as NaN (it is stored as NULL).
+    `step` is -1 for `steps: last`. A NaN value reads back as NaN (it is stored as NULL). `sd` is the
+    step's night-to-night spread in the metric's units where its rule gave one (a budget gate), else None.
     """
 
     step: int
@@ -42,12 +43,13 @@ class StoredPoint:
     ref: float | None
     lo: float | None
     hi: float | None
+    sd: float | None = None
 
 
 @dataclass(frozen=True)
 class PointColumns:
     """A run's points at one coordinate as parallel columns, the shape bulk writes take: a run of 40,000
-    values, or an import of millions, builds no object per value. None in refs, los, his as in
+    values, or an import of millions, builds no object per value. None in refs, los, his, sds as in
     `StoredPoint`."""
 
     steps: Sequence[int]
@@ -56,6 +58,7 @@ class PointColumns:
     refs: Sequence[float | None]
     los: Sequence[float | None]
     his: Sequence[float | None]
+    sds: Sequence[float | None]
     # The gate's own trust of these values (its verdict: it neither failed nor errored); None where
     # only the run's trust is known (an import), which then counts for the gate too.
     gate_trusted: bool | None = None
@@ -69,12 +72,15 @@ class PointColumns:
             [p.ref for p in points],
             [p.lo for p in points],
             [p.hi for p in points],
+            [p.sd for p in points],
         )
 
     def points(self) -> list[StoredPoint]:
         return [
             StoredPoint(*row)
-            for row in zip(self.steps, self.values, self.statuses, self.refs, self.los, self.his, strict=True)
+            for row in zip(
+                self.steps, self.values, self.statuses, self.refs, self.los, self.his, self.sds, strict=True
+            )
         ]
 
     def __len__(self) -> int:
@@ -183,11 +189,15 @@ class HistoryRow:
     point: StoredPoint
 
 
+# Where the run's time sits among those columns: each reader decodes it its own way before `history_row`.
+HISTORY_CREATED_AT = 11
+
+
 def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: datetime) -> HistoryRow:
     """A `Store.history` row from the columns both readers select (point: step, value, status, ref, lo,
-    hi; run: run_id, commit, branch, created_at, gate_trusted, trust_override, after the coordinate's pk),
-    with the run's time as the reader decoded it."""
-    _, step, value, status, ref, lo, hi, run_id, commit, branch, _, gate_trusted, trust_override = columns
+    hi, sd; run: run_id, commit, branch, created_at, gate_trusted, trust_override, after the coordinate's
+    pk), with the run's time as the reader decoded it."""
+    _, step, value, status, ref, lo, hi, sd, run_id, commit, branch, _, gate_trusted, trust_override = columns
     return HistoryRow(
         run_id=run_id,
         commit=commit,
@@ -205,5 +215,6 @@ def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: 
             ref=ref,
             lo=lo,
             hi=hi,
+            sd=sd,
         ),
     )

@@ -31,8 +31,9 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                         {},
                         ('pk',)),
  'history': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
-             'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, runs.run_id, '
-             'runs.commit_sha, runs.branch, runs.created_at, runs.gate_trusted, runs.trust_override \n'
+             'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, metric_points.sd, '
+             'runs.run_id, runs.commit_sha, runs.branch, runs.created_at, runs.gate_trusted, '
+             'runs.trust_override \n'
              'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk JOIN runs '
              'ON runs.pk = metric_points.run_pk \n'
              'WHERE coordinates.test = ? AND coordinates.metric = ? ORDER BY runs.created_at DESC, runs.pk '
@@ -49,6 +50,7 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
               'ref',
               'lo',
               'hi',
+              'sd',
               'run_id',
               'commit_sha',
               'branch',
@@ -57,8 +59,8 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
               'trust_override')),
  'history at_step': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                      'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
-                     'runs.run_id, runs.commit_sha, runs.branch, runs.created_at, runs.gate_trusted, '
-                     'runs.trust_override \n'
+                     'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, runs.created_at, '
+                     'runs.gate_trusted, runs.trust_override \n'
                      'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk '
                      'JOIN runs ON runs.pk = metric_points.run_pk \n'
                      'WHERE coordinates.test = ? AND coordinates.metric = ? AND metric_points.step = ? ORDER '
@@ -75,6 +77,7 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                       'ref',
                       'lo',
                       'hi',
+                      'sd',
                       'run_id',
                       'commit_sha',
                       'branch',
@@ -83,8 +86,8 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                       'trust_override')),
  'history at_step in_series': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                                'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
-                               'runs.run_id, runs.commit_sha, runs.branch, runs.created_at, '
-                               'runs.gate_trusted, runs.trust_override \n'
+                               'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, '
+                               'runs.created_at, runs.gate_trusted, runs.trust_override \n'
                                'FROM metric_points JOIN coordinates ON coordinates.pk = '
                                'metric_points.coordinate_pk JOIN runs ON runs.pk = metric_points.run_pk \n'
                                'WHERE coordinates.test = ? AND coordinates.metric = ? AND '
@@ -102,6 +105,7 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                                 'ref',
                                 'lo',
                                 'hi',
+                                'sd',
                                 'run_id',
                                 'commit_sha',
                                 'branch',
@@ -110,8 +114,8 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                                 'trust_override')),
  'history in_series': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                        'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
-                       'runs.run_id, runs.commit_sha, runs.branch, runs.created_at, runs.gate_trusted, '
-                       'runs.trust_override \n'
+                       'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, runs.created_at, '
+                       'runs.gate_trusted, runs.trust_override \n'
                        'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk '
                        'JOIN runs ON runs.pk = metric_points.run_pk \n'
                        'WHERE coordinates.test = ? AND coordinates.metric = ? AND coordinates.series_key = ? '
@@ -128,6 +132,7 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                         'ref',
                         'lo',
                         'hi',
+                        'sd',
                         'run_id',
                         'commit_sha',
                         'branch',

@@ -238,7 +238,8 @@ def history_keys(test: str, metric: str, series_key: str | None) -> sa.Select[An
 def history_values(
     test: str, metric: str, step: int | None, series_key: str | None, limit: int | None
 ) -> sa.Select[Any]:
-    """One metric's stored values, newest run first, then by key and step (`HISTORY_COLUMNS`)."""
+    """One metric's stored values, newest run first, then by key and step (the columns
+    `rows.history_row` reads)."""
     query = _of_metric(
         sa.select(
             metric_points.c.coordinate_pk,
@@ -248,6 +249,7 @@ def history_values(
             metric_points.c.ref,
             metric_points.c.lo,
             metric_points.c.hi,
+            metric_points.c.sd,
             runs.c.run_id,
             runs.c.commit_sha,
             runs.c.branch,

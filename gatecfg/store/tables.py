@@ -127,6 +127,9 @@ metric_points = sa.Table(
     sa.Column("ref", sa.Double),
     sa.Column("lo", sa.Double),
     sa.Column("hi", sa.Double),
+    # The step's night-to-night spread in the metric's units, as its verdict read it (a budget gate's
+    # "± spread"; revision 0007): NULL for a band gate's value and for every value written before.
+    sa.Column("sd", sa.Double),
     sa.CheckConstraint("step >= -1", name="step"),
     sa.CheckConstraint("status IN ('pass', 'fail', 'tracked', 'cold', 'error')", name="status"),
     sqlite_with_rowid=False,

@@ -119,7 +119,7 @@ def _point_chunks(source: Connection) -> Iterator[list[Chunk]]:
     """metric_points, in key order, as the bulk writer's chunks (a run's points at one coordinate),
     about BATCH_ROWS rows at a time."""
     columns = [metric_points.c[name] for name in ("coordinate_pk", "run_pk", "step", "value", "status")]
-    columns += [metric_points.c.ref, metric_points.c.lo, metric_points.c.hi]
+    columns += [metric_points.c.ref, metric_points.c.lo, metric_points.c.hi, metric_points.c.sd]
     result = source.execute(sa.select(*columns).order_by(*metric_points.primary_key.columns))
     # The driver's tuples, not a SQLAlchemy Row per row: these columns need no result processing, and
     # at 800,000 rows the Rows cost a quarter of the copy.
@@ -156,6 +156,7 @@ def _chunks(rows: Sequence[Sequence[Any]]) -> list[Chunk]:
                     refs=[p[5] for p in points],
                     los=[p[6] for p in points],
                     his=[p[7] for p in points],
+                    sds=[p[8] for p in points],
                 ),
             )
         )

@@ -120,7 +120,7 @@ def insert_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
 
 
 # Rows per INSERT statement on SQLite: one statement of many rows costs half as much CPU per row as
-# executemany of one row at a time. 8 parameters a row, under the 999 of SQLite before 3.32.
+# executemany of one row at a time. 9 parameters a row, under the 999 of SQLite before 3.32.
 ROWS_PER_INSERT = 100
 
 
@@ -143,6 +143,7 @@ def _executemany_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
                     stored.refs,
                     stored.los,
                     stored.his,
+                    stored.sds,
                     strict=True,
                 )
                 for coordinate_pk, run_pk, stored in chunks
@@ -171,7 +172,7 @@ def _nan_as_null(values: Sequence[float]) -> Sequence[float | None]:
 # (-1: NULL) and its big-endian bytes, then a trailer.
 _COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\0" + bytes(8)
 _COPY_TRAILER = b"\xff\xff"
-_FLOAT_COLUMNS = ("value", "ref", "lo", "hi")
+_FLOAT_COLUMNS = ("value", "ref", "lo", "hi", "sd")
 
 
 def _copy_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
@@ -186,7 +187,7 @@ def _copy_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
         "run_pk": np.repeat([pk for _, pk, _ in chunks], sizes).astype(">i4"),
         "step": np.concatenate([np.asarray(c.steps, np.int64) for _, _, c in chunks]).astype(">i4"),
     }
-    for name, field in zip(_FLOAT_COLUMNS, ("values", "refs", "los", "his"), strict=True):
+    for name, field in zip(_FLOAT_COLUMNS, ("values", "refs", "los", "his", "sds"), strict=True):
         columns[name] = np.concatenate(
             [np.asarray(getattr(c, field), np.float64) for _, _, c in chunks]
         ).astype(">f8")  # None reads as NaN, stored as NULL
@@ -197,11 +198,13 @@ def _copy_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
     if (codes < 0).any():  # what the table's CHECK constraint refuses on SQLite
         raise ValueError(f"unknown status {statuses[np.argmin(codes)]!r}: one of {', '.join(STATUSES)}")
     nulls = [np.isnan(columns[name]) for name in _FLOAT_COLUMNS]
-    layout = codes * 16 + sum(null.astype(np.int64) << bit for bit, null in enumerate(nulls))
+    # A row's layout: its status's code above one bit per float column that is NULL.
+    nullable = 1 << len(_FLOAT_COLUMNS)
+    layout = codes * nullable + sum(null.astype(np.int64) << bit for bit, null in enumerate(nulls))
     parts = [_COPY_SIGNATURE]
     for kind in np.unique(layout).tolist():
         rows = np.flatnonzero(layout == kind)
-        status = STATUSES[kind // 16].encode()
+        status = STATUSES[kind // nullable].encode()
         null = {name: bool(kind >> bit & 1) for bit, name in enumerate(_FLOAT_COLUMNS)}
         fields: list[tuple[str, str]] = [("count", ">i2")]
         for name in ("coordinate_pk", "run_pk", "step"):
