@@ -2,7 +2,7 @@
 
     python benchmarks/gate_quality.py [--nights 2000] [--nights-1000 600] [--seed 0] [--jobs 2] [--json]
         [--families gaussian,ar1] [--steps 20,100] [--rules "budget (gatecfg),bencher-t,shipped"]
-        [--window 20]
+        [--window 60]
 
 For each noise family (below) and each step count (20, 100, 1,000 steps per run), a stream of clean
 nightlies is simulated; every night after the first `--window` (by default WINDOW, base.yaml's
@@ -71,7 +71,9 @@ from gatecfg.windows import Baselines, Window
 REPO = Path(__file__).resolve().parent.parent
 CHECKED_NIGHTS = 20  # nights on which a shipped default's score is checked against evaluate's own verdict
 
-WINDOW = 20  # nights in the baseline by default (base.yaml's policy.window)
+# Nights in the baseline by default: base.yaml's policy.window (60 since wave 3; `--window 20` gives the
+# earlier rounds' windows, docs/benchmarks/gate-quality.md).
+WINDOW = 60
 SKYRL_RUNS = 20  # SkyRL's rule looks at the last 20 runs whatever the window
 STEP_COUNTS = (20, 100, 1000)
 SIGMA_NIGHTS = 4000
@@ -511,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only these rules, comma-separated (names as in the table; `shipped` for the shipped defaults)",
     )
     parser.add_argument(
-        "--window", type=int, default=WINDOW, help="nights in every baseline (the shipped policy.window: 20)"
+        "--window", type=int, default=WINDOW, help="nights in every baseline (the shipped policy.window: 60)"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)

@@ -22,10 +22,14 @@ Two replays of the same rule:
 * `default`: the shipped policy (`policy.baseline` of base.yaml: only trusted runs form baselines);
 * `every night`: the same rule with every night in its window (`baseline: nightly`), no trust filtering.
 
-Alerts per 1,000 nights count every judged night (the first `window` nights of a series are warm-up and
-not counted); there is no ground truth, so some alerts are real regressions, for every rule alike.
+Alerts per 1,000 nights count every judged night but the first WARM (20) of a series, the warm-up; there
+is no ground truth, so some alerts are real regressions, for every rule alike. The nights judged do not
+depend on the policy under test: a rule with a longer window judges the first nights on what the store
+holds by then, as it would in a store that has just started. (The warm-up was the policy's window while
+that was 20; tied to today's `window: 60` it would judge from night 60 and inject from night 120, other
+nights: docs/calibration.md gives the figures both ways.)
 
-Detection: from a random night t0 of a series on (at least 2 * window nights in, 3 nights before its end),
+Detection: from a random night t0 of a series on (at least 2 * WARM nights in, 3 nights before its end),
 every value is multiplied by x1.25 (x1.10); a rule catches it when it alerts on t0, t0 + 1 or t0 + 2.
 `--injections` nights per series and factor, drawn with `--seed`. Each rule's state (its window, and for
 gatecfg what its baseline policy let in) is that of the clean replay up to t0.
@@ -125,6 +129,7 @@ FACTORS = (1.25, 1.10)
 CAUGHT_WITHIN = 3  # nights
 T0 = datetime(2020, 1, 1, tzinfo=UTC)
 KEPT_NIGHTS = 200
+WARM = 20  # nights of a series before alerts count; injections start at twice it (see the docstring)
 Array = np.ndarray
 
 
@@ -338,11 +343,10 @@ def injection_nights(rng: np.random.Generator, n: int, low: int, count: int) -> 
 
 def run(series: Sequence[Series], injections: int, seed: int, window: int | None = None) -> dict[str, object]:
     """The replay under base.yaml's policy, or with its window replaced by `window` nights. Alerts are
-    counted from night base-window on and injections start from twice it whatever `window` is, so that
-    replays at several windows judge the same nights (the first nights' windows are short, as in a store
-    that has just started)."""
+    counted from night WARM on and injections start from twice it whatever the window is, so that every
+    policy is judged on the same nights."""
     gate, policy = shipped_gate()
-    warm = policy.window
+    warm = WARM
     if window is not None:
         policy = dataclasses.replace(policy, window=window)
     replays = {
