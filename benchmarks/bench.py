@@ -70,7 +70,7 @@ from gatecfg.evaluation import Request, run_evaluation  # noqa: E402
 from gatecfg.keys import series_key  # noqa: E402
 from gatecfg.report import render  # noqa: E402
 from gatecfg.resolve import load_tree  # noqa: E402
-from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint  # noqa: E402
+from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint, tables  # noqa: E402
 
 TEST = "tests/e2e/bench_fleet_ci.py"
 REGIMES_TEST = "tests/e2e/bench_regimes_ci.py"
@@ -686,9 +686,10 @@ def _bare_write(url: str, scale: Scale) -> Timing:
     try:
         for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "cache_size = -32768"):
             conn.execute(f"PRAGMA {pragma}")
-        row = "(" + ", ".join(["?"] * 8) + ")"
+        per_row = len(tables.metric_points.c)  # every column, as the bulk path writes them
+        row = "(" + ", ".join(["?"] * per_row) + ")"
         many = "INSERT INTO metric_points VALUES " + ", ".join([row] * BARE_ROWS_PER_INSERT)
-        width = 8 * BARE_ROWS_PER_INSERT
+        width = per_row * BARE_ROWS_PER_INSERT
         columns = (coordinates.tolist(), steps.tolist(), values.tolist())
 
         def write() -> None:
@@ -699,13 +700,13 @@ def _bare_write(url: str, scale: Scale) -> Timing:
                 statuses = ["pass"] * len(step)
                 flat = list(
                     itertools.chain.from_iterable(
-                        zip(coordinate, runs, step, value, statuses, value, value, value, strict=True)
+                        zip(coordinate, runs, step, value, statuses, value, value, value, value, strict=True)
                     )
                 )
                 whole = len(flat) // width * width
                 conn.executemany(many, [flat[at : at + width] for at in range(0, whole, width)])
                 one = "INSERT INTO metric_points VALUES " + row
-                conn.executemany(one, [flat[at : at + 8] for at in range(whole, len(flat), 8)])
+                conn.executemany(one, [flat[at : at + per_row] for at in range(whole, len(flat), per_row)])
             conn.execute("COMMIT")
 
         return _best(1, write)
