@@ -11,8 +11,9 @@ import re
 from urllib.parse import parse_qsl, quote, urlsplit
 
 # Characters that move the cursor, end a line or reorder text on a terminal: C0/C1 controls, DEL, the
-# Unicode line and paragraph separators and the bidirectional overrides ("Trojan Source").
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Unicode line and paragraph separators and the bidirectional overrides ("Trojan Source"); and the halves
+# of UTF-16 surrogate pairs, which no UTF-8 log can hold (writing one raises UnicodeEncodeError).
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 # XML 1.0 allows tab, newline and carriage return among the controls, and no surrogates or U+FFFE/U+FFFF.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # Characters GitHub's markdown reads as syntax in the middle of a line: emphasis, code, links and images

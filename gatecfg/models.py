@@ -147,7 +147,7 @@ def name_problem(value: str) -> str | None:
     """
     found = invisible_characters(value)
     if found:
-        return f"holds the control character {', '.join(found)}"
+        return f"holds the {_what(found)} {', '.join(found)}"
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > MAX_NAME_BYTES:
         return f"is {size:,} bytes long; names are at most {MAX_NAME_BYTES} bytes (UTF-8)"
@@ -158,6 +158,13 @@ def _printable(value: Any) -> Any:
     found = invisible_characters(value) if isinstance(value, str) else []
     if isinstance(value, str) and not found and name_problem(value) is not None:
         raise PydanticCustomError("name_too_long", "{problem}", {"problem": name_problem(value)})
+    if found and _what(found) != "control character":
+        raise PydanticCustomError(
+            "surrogate",
+            "holds {chars}: UTF-16 surrogate halves, no characters of their own (YAML reads an escaped "
+            "pair such as `\\ud83d\\ude00` as two halves, not as one character)",
+            {"chars": ", ".join(found)},
+        )
     if found:
         raise PydanticCustomError(
             "control_character",
@@ -166,6 +173,13 @@ def _printable(value: Any) -> Any:
             {"chars": ", ".join(found)},
         )
     return value
+
+
+def _what(found: list[str]) -> str:
+    """What the characters `invisible_characters` found are: a surrogate half is no control character, and
+    its fix differs (write the character itself, not its UTF-16 escapes)."""
+    halves = all(0xD800 <= int(code[2:], 16) <= 0xDFFF for code in found)
+    return "UTF-16 surrogate halves" if halves else "control character"
 
 
 def _composed(value: Any) -> Any:
@@ -184,8 +198,10 @@ def _composed(value: Any) -> Any:
 
 # Last, so that it wraps (runs before) the pattern: a newline is named as what it is, not as a blank.
 Printable = BeforeValidator(_printable)
+# Printable last of all: before validators run last first, so a control character or a surrogate half is
+# named before the spelling (NFC) is judged, whose message would quote the name back.
 MetricName = Annotated[
-    str, Field(min_length=1, pattern=r"^\S(.*\S)?$"), Printable, BeforeValidator(_composed)
+    str, Field(min_length=1, pattern=r"^\S(.*\S)?$"), BeforeValidator(_composed), Printable
 ]
 
 

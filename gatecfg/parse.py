@@ -187,6 +187,8 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
         return err["msg"], "shorten the name"
     if kind == "control_character":
         return err["msg"], "remove it; write the name as plain text"
+    if kind == "surrogate":
+        return err["msg"], "write the character itself (YAML files are UTF-8), not its UTF-16 escapes"
     if kind == "string_pattern_mismatch":
         return f"must not be blank or start/end with spaces, got {got}", None
     return err["msg"], None

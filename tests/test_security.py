@@ -627,3 +627,25 @@ def test_a_folder_lint_cannot_list_is_an_error(tmp_path: Path, monkeypatch: pyte
     result = run_cli("lint", "--gates", gates)
     assert result.code == 2
     assert "private: error: cannot list the folder: Permission denied" in result.out
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        # Found by the property above: a compatibility ideograph (not NFC) beside a control character was
+        # reported as a spelling only, and JSON-style escapes of a character beyond U+FFFF (YAML keeps
+        # them as two surrogate halves) crashed pydantic's error rendering with UnicodeEncodeError.
+        ("\x1f\uf967", "control character U+001F"),
+        ("\x1f\u4e26\U00010000", "control character U+001F"),
+        ("a\U0001f600", "holds U+D83D, U+DE00: UTF-16 surrogate halves"),
+    ],
+    ids=["control-and-not-nfc", "control-and-astral", "astral-escaped"],
+)
+def test_lint_names_control_characters_and_surrogate_halves_before_anything_else(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    gates = _gates(tmp_path, "tests/e2e/t_ci.py", name)  # json.dumps escapes beyond U+FFFF as pairs
+
+    tree = load_tree(gates)
+
+    assert [p.message for p in tree.problems if message in p.message], tree.problems
