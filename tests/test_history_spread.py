@@ -8,11 +8,13 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from helpers import run_cli
 from test_store import migrations_config
 
+from gatecfg import terminal
 from gatecfg.store import Store
 
 TEST = "tests/e2e/test_spread_ci.py"
@@ -146,3 +148,17 @@ def test_db_copy_keeps_every_spread(tmp_path: Path, store_url: str) -> None:
     with Store.open(store_url) as store:
         spreads = [r.point.sd for r in store.history(test=TEST, metric="train/loss")]
     assert sum(sd is not None for sd in spreads) == 3 * STEPS  # the nights after the five cold ones
+
+
+def test_history_fits_80_columns_without_folding_a_word(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The demo suggests `gatecfg history`; with the spread column its table folded words at 80 columns
+    # (`writte` / `n`, `truste` / `d`).
+    nightlies(tmp_path, write_gates(tmp_path), db)
+    monkeypatch.setattr(terminal, "width", lambda: 80)
+
+    text = run_cli("history", "--test", TEST, "--metric", "train/loss", "--db", db).out
+
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert {"written", "commit", "trust", "status", "trusted", "night-7"} <= set(text.split())

@@ -99,33 +99,41 @@ def _json(row: HistoryRow) -> dict[str, Any]:
     }
 
 
-# What a row's value is shown against: its reference and, where its rule gave one, its spread.
-VERSUS = "value vs ref ± sd"
+# What a row's value is shown against: its reference, where its rule gave one its spread, and the edges
+# it was judged against (a budget gate's: where the step fails alone), in one column so that the table
+# fits 80 columns without folding a word.
+VERSUS = "value vs ref ± sd [edges]"
+COMMIT_CHARS = 7  # git's short form
 
 
 def _table(rows: list[HistoryRow], limit: int | None) -> str:
+    coordinates = sorted({row.coordinate.coordinate for row in rows})
+    # One coordinate (the usual case: one test, metric and step) is named once above the table.
+    several = len(coordinates) > 1
     table: list[list[str]] = []
     for row in rows:
         p = row.point
         trust = "trusted" if row.trusted else "UNTRUSTED"
         if row.trust_override is not None:
             trust += " (set by hand)"
+        band = _band(p.ref, p.lo, p.hi, p.sd)
         table.append(
             [
-                row.created_at.strftime("%Y-%m-%d %H:%M"),
+                row.created_at.strftime("%Y-%m-%d"),  # the time is in --format json
                 row.run_id,
-                (row.commit or "-")[:10],
+                (row.commit or "-")[:COMMIT_CHARS],
                 trust,
-                row.coordinate.coordinate,
+                *([row.coordinate.coordinate] if several else []),
                 "last" if p.step == -1 else str(p.step),
                 p.status,
-                versus(p.value, p.ref, p.sd),
-                _band(p.ref, p.lo, p.hi, p.sd),
+                versus(p.value, p.ref, p.sd) + ("" if band == "-" else f" {band}"),
             ]
         )
     out = TextReport()
-    columns = ("written", "run", "commit", "trust", "coordinate", "step", "status", VERSUS, "band")
-    out.table(columns, table)
+    if not several:
+        out.line(f"coordinate {coordinates[0]}")
+    columns = ("written", "run", "commit", "trust", *(["coordinate"] if several else []), "step", "status")
+    out.table((*columns, VERSUS), table)
     if limit is not None and len(rows) == limit:
         out.line(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
     return out.text().rstrip()
@@ -148,4 +156,4 @@ def _band(ref: float | None, lo: float | None, hi: float | None, sd: float | Non
         return "-"
     if sd is None:
         return Band(ref, 0, lo, hi).interval()
-    return f"[{'-inf' if lo is None else near(lo, sd)}, {'inf' if hi is None else near(hi, sd)}]"
+    return f"[{'-inf' if lo is None else near(lo, sd)},{'inf' if hi is None else near(hi, sd)}]"
