@@ -17,6 +17,7 @@ OUTLIER_MADS = 5.0  # window values this far from the median are clipped before 
 
 
 MAD_TO_SD = 1.4826
+LOO_CHUNK = 1 << 21  # values of the clipped leave-one-out array held at once (16 MB)
 
 
 def transform(values: FloatArray, space: Space, trials: int | None) -> FloatArray:
@@ -82,6 +83,19 @@ def leave_one_out(history: FloatArray, floor: float) -> tuple[FloatArray, FloatA
         median = _median_without(np.take_along_axis(deviations, by_size, axis=1), _ranks(by_size))
         mad = np.where(which == k, median, mad)
     reach = np.where(mad > 0, OUTLIER_MADS * mad * MAD_TO_SD, np.inf)
+    spread = np.empty((m, n))
+    # In chunks of rows: the clipped nights are rows x n x n (10,000 steps at 60 nights would be 288 MB).
+    rows = max(1, LOO_CHUNK // (n * n))
+    for first in range(0, m, rows):
+        part = slice(first, first + rows)
+        spread[part] = _spread_without(history[part], loc[part], reach[part])
+    return loc, floored(loc, spread, floor)
+
+
+def _spread_without(history: FloatArray, loc: FloatArray, reach: FloatArray) -> FloatArray:
+    """Per row and night j: the standard deviation of the other nights, each clipped to night j's reach
+    of its centre `loc[:, j]`."""
+    n = history.shape[1]
     # clipped[i, j, k]: night k of row i clipped to night j's reach; night j itself is taken out after.
     clipped = (
         np.clip(history[:, None, :], (loc - reach)[..., None], (loc + reach)[..., None]) - loc[..., None]
@@ -89,8 +103,8 @@ def leave_one_out(history: FloatArray, floor: float) -> tuple[FloatArray, FloatA
     own = np.diagonal(clipped, axis1=1, axis2=2)
     mean = (clipped.sum(axis=-1) - own) / (n - 1)
     squares = ((clipped - mean[..., None]) ** 2).sum(axis=-1) - (own - mean) ** 2
-    spread = np.sqrt(np.maximum(squares, 0.0) / (n - 2))
-    return loc, floored(loc, spread, floor)
+    spread: FloatArray = np.sqrt(np.maximum(squares, 0.0) / (n - 2))
+    return spread
 
 
 def _ranks(order: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:

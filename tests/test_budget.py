@@ -747,3 +747,16 @@ def test_leave_one_out_scales_are_those_of_the_other_nights_gathered(nights: int
 
     assert np.array_equal(loc, gathered_loc)
     np.testing.assert_allclose(scale, gathered_scale, rtol=1e-12)
+
+
+def test_leave_one_out_in_chunks_of_rows_gives_the_same_scales(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clipped nights are held rows x n x n at a time (LOO_CHUNK values): 10,000 steps at 60 nights
+    # would hold 288 MB at once.
+    history = np.random.default_rng(3).standard_t(3, (11, 20))
+    whole = standardise.leave_one_out(history, 0.0)
+    monkeypatch.setattr(standardise, "LOO_CHUNK", 3 * 20 * 20)
+
+    chunked = standardise.leave_one_out(history, 0.0)
+
+    assert np.array_equal(whole[0], chunked[0])
+    assert np.array_equal(whole[1], chunked[1])
