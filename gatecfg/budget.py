@@ -369,6 +369,17 @@ class Null:
                 )
                 for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
             ]
+            spiked = 2.0 * float(np.mean(sign * z_past > CLIP_Z)) if width == 2 and trials is None else 0.0
+            if blocks and spiked > 0:
+                # A spike on one step of a block of two lifts the block by up to CAP_Z / 2 (its larger
+                # step counts at most CAP_Z above the smaller): a tail of its own, which the normal
+                # quantile of the measured spread does not price (on a gradient norm spiking at 0.5% of
+                # its steps, as likely as the block's normal tail). The share of past steps beyond
+                # CLIP_Z scales in the harmful direction is the spike rate; the blocks share one
+                # pooled spread and level, so one quantile of the mixture serves them all.
+                block_centre = float(centre[1:].mean())
+                lift = _spiked_quantile(levels[1], dfs[1], measured[1], block_centre, spiked)
+                thresholds[1:] = [max(t, c + lift) for t, c in zip(thresholds[1:], centre[1:], strict=True)]
             if edges:
                 # The trend's spread pooled over steps and nights, the edges' measured on the nights.
                 edge = standardise.clip_outliers(correlated.edges_score(z, rho, n - 1)[0])
@@ -551,6 +562,26 @@ def _quantile(upper: float, df: int, spread: float, known: float | None) -> floa
     if known is None:
         return distributions.t_quantile(upper, df) * spread
     return distributions.NORMAL.inv_cdf(1.0 - upper) * known
+
+
+def _spiked_quantile(upper: float, df: int, spread: float, centre: float, spiked: float) -> float:
+    """How far above its centre a block of two fails when a share `spiked` of such blocks holds a spike:
+    clean, its Student t (`df` degrees of freedom) times its measured `spread`; spiked, its other step
+    (a unit normal z, the block centred at `centre`) plus CAP_Z / 2. The distance at which the mixture
+    is exceeded with probability `upper`, by bisection."""
+    spiked = min(spiked, 0.5)
+    df = min(df, POOLED_DF_MAX)  # beyond, the t is the normal to a part in a thousand; its tail's cost grows
+
+    def tail(q: float) -> float:
+        clean = distributions.t_upper_tail(q / spread, df)
+        lifted = 1.0 - distributions.NORMAL.cdf(centre + q - CAP_Z / 2.0)
+        return (1.0 - spiked) * clean + spiked * lifted
+
+    lo, hi = 0.0, distributions.t_quantile(upper, df) * spread + CAP_Z + 10.0
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if tail(mid) > upper else (lo, mid)
+    return hi
 
 
 def _shares(edges: bool, blocks: bool) -> tuple[float, float, float, float]:
