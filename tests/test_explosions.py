@@ -14,7 +14,8 @@ import pytest
 from helpers import REPO, run_cli
 from test_budget import TEST, record, write_gates
 
-from gatecfg.budget import STEP_FLOOR, Null, UnusableWindowError, decide
+from gatecfg.budget import Null, UnusableWindowError, decide
+from gatecfg.lone_step import STEP_FLOOR
 
 QUIET = 0.02  # a quiet metric: 2% night-to-night noise
 
