@@ -44,7 +44,9 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    their count but by the number of independent tests they are worth (Li and Ji's eigenvalue count on
    their correlation across the past nights): overlapping blocks, and steps tied by AR noise or a shared
    shift, are fewer tests than blocks. Block statistics share one pooled spread, with the degrees of
-   freedom of as many blocks as that correlation leaves independent.
+   freedom of as many blocks as that correlation leaves independent. Blocks of two, which one spike lifts
+   by up to CAP_Z / 2, take the quantile of that mixture at the spike rate the window shows
+   (`_spiked_quantile`).
 5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
    the split is scaled up, every share alike, until the statistics' joint null under that model spends
    the whole budget (`_joint_scale`, cached per shape; it replaces the Li-Ji count there): the mean, the
