@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import flat, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gatecfg import terminal
 from gatecfg.analysis.replayer import _Pool
 
 TEST = "tests/e2e/test_reward_ci.py"
@@ -118,10 +119,11 @@ def test_text_report_shows_failures_rate_estimate_and_drift(tmp_path: Path, db: 
     coin_nights(tmp_path, gates, db)
     result = run_cli("backtest", "--db", db, "--gates", gates, "--steps")
     assert result.code == 0, result.err
-    rows = [ln.split() for ln in result.out.splitlines() if ln.strip().startswith(REWARD)]
-    assert [r[1:6] for r in rows] == [["all", "22", "21", "2", "9.5%"], ["0", "22", "21", "2", "9.5%"]]
-    assert "22.7% (binomial, 16 trials (detected), p=0.5" in result.out
-    assert "0.4375 -> 0.521875 (+19.3%)" in result.out
+    text = flat(result.out)
+    assert f"{REWARD}, all steps: 22 replayed, 21 judged, 2 failed (9.5%)" in text
+    assert f"{REWARD}, step 0: 22 replayed, 21 judged, 2 failed (9.5%)" in text
+    assert "22.7% (binomial, 16 trials (detected), p=0.5" in text
+    assert "0.4375 -> 0.521875 (+19.3%)" in text
 
 
 def flips_to_tracked(document: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -312,11 +314,24 @@ def test_text_report_summarises_each_gate_unless_asked_for_its_steps(tmp_path: P
     summary = run_cli("backtest", "--db", db, "--gates", gates)
     detail = run_cli("backtest", "--db", db, "--gates", gates, "--steps")
 
-    def rows(out: str) -> list[list[str]]:
-        return [ln.split()[1:6] for ln in out.splitlines() if ln.startswith(f"  {REWARD} ")]
+    def rows(out: str) -> list[str]:
+        return [ln.split(":")[0].strip() for ln in out.splitlines() if ln.startswith(f"  {REWARD}, ")]
 
-    assert rows(summary.out) == [["all", "22", "21", "2", "9.5%"]]
-    assert f"{REWARD}: 1 step failed or flipped on some night (--steps lists them" in " ".join(
-        summary.out.split()
-    )
-    assert rows(detail.out) == [["all", "22", "21", "2", "9.5%"], ["0", "22", "21", "2", "9.5%"]]
+    assert rows(summary.out) == [f"{REWARD}, all steps"]
+    assert f"{REWARD}, all steps: 22 replayed, 21 judged, 2 failed (9.5%)" in flat(summary.out)
+    assert f"{REWARD}: 1 step failed or flipped on some night (--steps lists them" in flat(summary.out)
+    assert rows(detail.out) == [f"{REWARD}, all steps", f"{REWARD}, step 0"]
+
+
+def test_text_report_fits_80_columns_without_folding_a_word(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Eleven figures a gate made a table that folded every header at 80 columns (`metri` / `c`).
+    gates = write_gates(tmp_path)
+    coin_nights(tmp_path, gates, db)
+    monkeypatch.setattr(terminal, "width", lambda: 80)
+
+    text = run_cli("backtest", "--db", db, "--gates", gates).out
+
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert {"replayed,", "judged,", "failed", "estimate", "baseline"} <= set(text.split())

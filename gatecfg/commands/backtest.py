@@ -139,35 +139,25 @@ def _text(
         resolved = next(t for t in tests if t.test == name)
         policy = resolved.policy
         other = rows[0].other[0]
-        columns: tuple[str, ...] = (
-            "metric", "step", "replayed", "judged", "failures", "rate", "estimate", "ref drift"
-        )  # fmt: skip
-        if inject is not None:
-            columns = (*columns[:6], f"detects {inject.text}", *columns[6:])
-        table: list[list[str]] = []
-        for r in rows:
-            alt = r.other[1]
-            detects = [] if inject is None else [_detects(r)]
-            table.append(
-                [
-                    r.metric,
-                    "all" if r.step is None else ("last" if r.step == -1 else str(r.step)),
-                    str(r.tally.replayed),
-                    str(r.tally.judged),
-                    str(r.tally.failures),
-                    _rate(r.tally),
-                    *detects,
-                    "-" if r.estimate is None else r.estimate.describe(),
-                    _drift(r.tally),
-                    f"{alt.failures} failures, {_rate(alt)}, ref {_drift(alt)}",
-                    str(len(r.flips)),
-                ]
-            )
-        title = (
+        out.line(
             f"{name}  (labels {labels}; window {policy.window}, baseline {policy.baseline}, "
             f"reference {policy.reference})"
         )
-        out.table((*columns, f"with baseline: {other}", "flips"), table, title=title)
+        # A line per gate (or step), wrapped at words: eleven figures a row make no table that fits a
+        # CI log's 80 columns without folding words.
+        for r in rows:
+            alt = r.other[1]
+            where = "all steps" if r.step is None else f"step {'last' if r.step == -1 else r.step}"
+            parts = [
+                f"{r.metric}, {where}: {r.tally.replayed} replayed, {r.tally.judged} judged, "
+                f"{r.tally.failures} failed ({_rate(r.tally)})",
+                *([] if inject is None else [f"detects {inject.text}: {_detects(r)}"]),
+                f"estimate {'-' if r.estimate is None else r.estimate.describe()}",
+                f"ref {_drift(r.tally)}",
+                f"with baseline {other}: {alt.failures} failed ({_rate(alt)}), ref {_drift(alt)}",
+                f"{len(r.flips)} flip{'s' * (len(r.flips) != 1)}",
+            ]
+            out.line("  " + "; ".join(parts), indent=4)
         for r in rows:
             if (r.test, r.coordinate) in hidden:
                 count = hidden[(r.test, r.coordinate)]
