@@ -2,7 +2,8 @@
 
 Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
 they are drawn NOT_A_TTY_WIDTH wide, the width every CI log viewer shows without scrolling. Lines wrap at
-spaces: a word is folded only when it is wider than the whole line (a long URL). Progress goes to stderr:
+spaces: a word is folded only when it is wider than the whole line (a long URL). A table whose column titles
+alone do not fit the terminal is drawn as a wrapped line per row instead. Progress goes to stderr:
 rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
 command prints nothing extra.
 
@@ -75,6 +76,12 @@ class TextReport:
                 )
                 for i, column in enumerate(columns)
             ]
+            titles = [max([cells(word) for word in column.split()] or [1]) for column in columns]
+            if sum(titles) + 3 * len(titles) + 1 > self.width:
+                # Not even the column titles fit unfolded: a record per row, wrapped at words, reads
+                # better than a table whose every cell folds mid-word.
+                self._records(columns, rows)
+                return
             for floor in (words, [1] * len(widths)):
                 while excess > 0:
                     slack = [w - f for w, f in zip(widths, floor, strict=True)]
@@ -87,6 +94,15 @@ class TextReport:
         self._lines.append(" " + "\u2500" * (sum(widths) + 3 * len(widths) - 1))
         for row in rows:
             self._row(row, widths)
+        self._lines.append("")
+
+    def _records(self, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """Each row as one wrapped line: its first cell, then `column value` for the others that hold one."""
+        self._lines.append("")
+        for row in rows:
+            pairs = zip(columns[1:], row[1:], strict=True)
+            rest = "; ".join(f"{column} {cell}" for column, cell in pairs if cell.strip())
+            self.line(f"  {columns[0]} {row[0]}: {rest}", indent=4)
         self._lines.append("")
 
     def text(self) -> str:

@@ -203,3 +203,21 @@ def test_on_a_terminal_a_stage_draws_a_progress_bar_and_clears_it() -> None:
         advance(1)
         advance(1)
     assert "gatecfg report: charting 2 test(s)" in out.getvalue()
+
+
+def test_a_table_whose_titles_do_not_fit_is_a_wrapped_line_per_row() -> None:
+    # `gatecfg regimes` draws thirteen columns: at 80 cells every title and cell folded mid-word.
+    columns = ["#", "first run", "last run", "opened by", "median", "spread", "kind", "change vs previous"]
+    columns += ["likely start", "from", "to", "mean", "n"]
+    report = terminal.TextReport()
+    report.width = 80
+    row = ["1", "nightly-01", "nightly-20", "b92ba5f2f61d", "2.19353", "0.0529", "level", "", "", "a", "b"]
+    report.table(columns, [[*row, "2.195", "20"]])
+
+    lines = report.text().splitlines()
+    text = " ".join(lines)
+
+    assert max(len(line) for line in lines) <= 80
+    assert lines[1].startswith("  # 1: first run nightly-01; last run nightly-20; opened by b92ba5f2f61d;")
+    assert "change vs previous" not in text  # an empty cell is left out
+    assert "median 2.19353" in text
