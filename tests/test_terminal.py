@@ -215,7 +215,7 @@ def test_a_table_whose_titles_do_not_fit_is_a_wrapped_line_per_row() -> None:
     report.table(columns, [[*row, "2.195", "20"]])
 
     lines = report.text().splitlines()
-    text = " ".join(lines)
+    text = " ".join(" ".join(lines).split())
 
     assert max(len(line) for line in lines) <= 80
     assert lines[1].startswith("  # 1: first run nightly-01; last run nightly-20; opened by b92ba5f2f61d;")
