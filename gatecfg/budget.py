@@ -227,7 +227,7 @@ class Null:
     budgets: tuple[float, float, float, float, float]
     # Per direction ("up", "down"), each step's largest harmful z over the past nights (leave-one-out):
     # what attribution's edge must also pass (`_attributed`).
-    peaks: dict[Literal["up", "down"], FloatArray] = dataclasses.field(default_factory=dict)
+    peaks: dict[Literal["up", "down"], FloatArray]
 
     @classmethod
     def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
@@ -384,13 +384,25 @@ class Null:
                     quantile = distributions.t_quantile(a_scan, df)
                     thresholds.append(centre[-1] + quantile * max(spread_scan, 1e-12) * inflate)
             found.append((side, _Side(sign, tuple(ranges), centre, np.array(thresholds), lone)))
-        null = cls(
-            raw_loc, scale, loc, space, trials, n, clip, starts, width, rho, edges, tuple(found), budgets
-        )
         # A step constant on the other nights has an infinite z where it moved: no edge to pass.
         finite = np.where(np.isfinite(z_past), z_past, np.nan)
         peaks = {side: np.nan_to_num(np.nanmax(s.sign * finite, axis=1), nan=-np.inf) for side, s in found}
-        return dataclasses.replace(null, peaks=peaks)
+        return cls(
+            raw_loc,
+            scale,
+            loc,
+            space,
+            trials,
+            n,
+            clip,
+            starts,
+            width,
+            rho,
+            edges,
+            tuple(found),
+            budgets,
+            peaks,
+        )
 
     def judge(self, values: FloatArray, min_change: MinChange | None = None) -> Decision:
         m = len(values)
