@@ -73,9 +73,9 @@ def leave_one_out(history: FloatArray, floor: float) -> tuple[FloatArray, FloatA
     order = np.argsort(history, axis=1)
     rank = _ranks(order)
     ranked = np.take_along_axis(history, order, axis=1)
-    loc = _median_without(ranked, rank)
-    # The centres `loc` takes in a row, and which one each night's leaving out gives.
+    # The medians a row takes without one night, and which one each night's leaving out gives.
     centres, which = _centres(ranked, rank)
+    loc = np.take_along_axis(np.stack(centres, axis=1), which, axis=1)
     mad = np.zeros((m, n))
     for k, centre in enumerate(centres):
         deviations = np.abs(history - centre[:, None])
@@ -129,8 +129,8 @@ def _median_without(ranked: FloatArray, rank: npt.NDArray[np.intp]) -> FloatArra
 
 
 def _centres(ranked: FloatArray, rank: npt.NDArray[np.intp]) -> tuple[list[FloatArray], npt.NDArray[np.intp]]:
-    """The medians a row takes without one of its values (two for an odd count of the rest... of an even
-    one: three), and for each value left out the index of the one it gives (see `_median_without`)."""
+    """The medians a row takes without one of its values (two when the rest are odd in number, three when
+    even), and for each value left out the index of the one it gives (see `_median_without`)."""
     rest = ranked.shape[1] - 1
     k = rest // 2
     if rest % 2:
