@@ -13,6 +13,10 @@ TCPDBench's result files; `zero` is its no-change baseline).
 
     python benchmarks/tcpd.py                      # the table, about 20 s
     python benchmarks/tcpd.py --data DIR           # another folder of TCPD series and annotations.json
+    python benchmarks/tcpd.py --data DIR --published SCORES  # beside TCPDBench's own score files
+
+A series' missing values (`null`) are nights without a value; a series of several dimensions is one
+gate a dimension, its change points those of any of them.
 
 The issue's targets: F1 and covering each at least the best default method's mean, and on every series
 at most 1.5 times the annotators' mean number of changes.
@@ -112,33 +116,45 @@ def gatecfg_cli(*args: str | Path) -> str:
     return done.stdout
 
 
-def regime_starts(values: Sequence[float], work: Path) -> list[int]:
-    """The change points `gatecfg regimes` reports at its defaults on `values`, one run a point."""
+def regime_starts(columns: Sequence[Sequence[float | None]], work: Path) -> list[int]:
+    """The change points `gatecfg regimes` reports at its defaults, one run a point and a gate a
+    dimension of the series (`value`, then `value_2`, ...). A missing value (`null` in the dataset) is a
+    night without that metric; a point missing in every dimension is a night without a run. The runs
+    keep the points' indices in their names, so a regime's first run names its point however many
+    nights are missing. A multivariate series' change points are those of any of its dimensions, as a
+    reader of `gatecfg regimes` on each of its metrics would see them."""
+    metrics = [METRIC, *(f"{METRIC}_{k}" for k in range(2, len(columns) + 1))]
     gates = work / "gates"
     gates.mkdir()
     (gates / "base.yaml").write_text("version: 1\n")
     (gates / "t.yaml").write_text(
-        f"test: {TEST}\ngates:\n  {METRIC}:\n    steps: last\n    constraint: null\n"
+        f"test: {TEST}\ngates:\n"
+        + "".join(f"  {m}:\n    steps: last\n    constraint: null\n" for m in metrics)
     )
     start = datetime(2000, 1, 1, 2, 30, tzinfo=UTC)
-    rows = [f"run_id,date,commit,{METRIC}"]
-    rows += [
-        f"p{i:05d},{(start + timedelta(days=i)).isoformat()},{i:040x},{v!r}" for i, v in enumerate(values)
-    ]
+    rows = [",".join(["run_id", "date", "commit", *metrics])]
+    for i, point in enumerate(zip(*columns, strict=True)):
+        if all(v is None for v in point):
+            continue
+        cells = ["" if v is None else repr(v) for v in point]
+        rows.append(",".join([f"p{i:05d}", (start + timedelta(days=i)).isoformat(), f"{i:040x}", *cells]))
     export = work / "series.csv"
     export.write_text("\n".join(rows) + "\n")
     db = f"sqlite:///{work / 'h.db'}"
     gatecfg_cli("import", "--test", TEST, export, "--gates", gates, "--db", db)
-    out = gatecfg_cli(
-        "regimes", "--test", TEST, "--metric", METRIC, "--gates", gates, "--db", db, "--format", "json"
-    )
-    # The runs are stored one a point, so a regime's first run names its point.
-    return [int(r["first_run"][1:]) for r in json.loads(out)["regimes"][1:]]
+    found: set[int] = set()
+    for metric in metrics:
+        out = gatecfg_cli(
+            "regimes", "--test", TEST, "--metric", metric, "--gates", gates, "--db", db, "--format", "json"
+        )
+        found.update(int(r["first_run"][1:]) for r in json.loads(out)["regimes"][1:])
+    return sorted(found)
 
 
-def _series(path: Path) -> list[float]:
+def _series(path: Path) -> list[list[float | None]]:
+    """Every dimension of a TCPD series (`series[k].raw`), `None` where the dataset has no value."""
     document: dict[str, Any] = json.loads(path.read_text())
-    return [float(v) for v in document["series"][0]["raw"]]
+    return [[None if v is None else float(v) for v in dim["raw"]] for dim in document["series"]]
 
 
 def main() -> None:
@@ -148,19 +164,30 @@ def main() -> None:
     parser.add_argument(
         "--data", type=Path, default=DATA, help="a folder of TCPD NAME.json and annotations.json"
     )
+    parser.add_argument(
+        "--published",
+        type=Path,
+        default=None,
+        help="a folder with TCPDBench's analysis/output/scores/default_f1_scores.json and "
+        "default_cover_scores.json, to compare series that benchmarks/data does not hold",
+    )
     args = parser.parse_args()
     annotations: dict[str, dict[str, list[int]]] = json.loads((args.data / "annotations.json").read_text())
     published: dict[str, Any] = json.loads(PUBLISHED.read_text())
+    if args.published is not None:
+        for metric in ("f1", "cover"):
+            scores = json.loads((args.published / f"default_{metric}_scores.json").read_text())
+            published[metric] = {**published[metric], **scores}
     rows: list[tuple[str, float, float, int, float]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for name in sorted(annotations):
-            values = _series(args.data / f"{name}.json")
+            columns = _series(args.data / f"{name}.json")
             work = Path(scratch) / name
             work.mkdir()
-            found = regime_starts(values, work)
+            found = regime_starts(columns, work)
             people = annotations[name]
             f1 = f_measure(people, found)[0]
-            cover = covering(people, found, len(values))
+            cover = covering(people, found, len(columns[0]))
             mean_people = sum(len(p) for p in people.values()) / len(people)
             rows.append((name, f1, cover, len(found), mean_people))
     names = [r[0] for r in rows]
@@ -190,7 +217,7 @@ def main() -> None:
         limit = 1.5 * people
         if changes > limit and changes > 0:
             over.append(name)
-        size = len(_series(args.data / f"{name}.json"))
+        size = len(_series(args.data / f"{name}.json")[0])
         line = f"| {name} | {size} | {f1:.3f} | {cover:.3f} | {changes} | {people:.1f} | {ratio:.2f} |"
         if best["f1"] and best["cover"] and name in published["f1"]:
             theirs = published["f1"][name][best["f1"][1]], published["cover"][name][best["cover"][1]]
