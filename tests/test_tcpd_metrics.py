@@ -54,3 +54,23 @@ def test_partition_from_change_points() -> None:
     assert tcpd.partition([], 5) == [{0, 1, 2, 3, 4}]
     assert tcpd.partition([3, 5], 8) == [{0, 1, 2}, {3, 4}, {5, 6, 7}]
     assert tcpd.partition([0, 4], 6) == [{0, 1, 2, 3}, {4, 5}]
+
+
+def test_a_series_with_missing_values_is_scored_on_its_own_indices(tmp_path: Path) -> None:
+    # Nights 5-14 have no value: the change at index 40 is reported at 40, not at 30.
+    values: list[float | None] = [float(i % 2) for i in range(40)] + [10.0 + i % 2 for i in range(40)]
+    values[5:15] = [None] * 10
+    assert tcpd.regime_starts([values], tmp_path) == [40]
+
+
+def test_a_series_of_two_dimensions_changes_where_either_does(tmp_path: Path) -> None:
+    first = [float(i % 2) + (8.0 if i >= 30 else 0.0) for i in range(90)]
+    second: list[float | None] = [float(i % 3) + (9.0 if i >= 60 else 0.0) for i in range(90)]
+    second[0] = None
+    assert tcpd.regime_starts([first, second], tmp_path) == [30, 60]
+
+
+def test_a_tcpd_file_reads_every_dimension_and_its_nulls(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('{"series": [{"raw": [1, null, 3]}, {"raw": [4.5, 5, null]}]}')
+    assert tcpd._series(path) == [[1.0, None, 3.0], [4.5, 5.0, None]]
