@@ -78,6 +78,7 @@ from gatecfg.analysis.noise import (
     long_run_pelt,
     long_run_sd,
     median,
+    median_beyond,
     noise_scale,
     outlier_nights,
     pelt,
@@ -164,7 +165,7 @@ def levels(values: Array, coordinates: int) -> Detection:
         outliers += [start + int(i) for i in np.flatnonzero(outlying)]
         models.append(_fit_stretch(cleaned, noise_scale(part), start, stop, per_night))
     segments = _one_change(cleaned, _classify(cleaned, models, stretch_intervals, per_night), per_night)
-    segments = _merge(cleaned, segments, per_night)
+    segments = _merge(cleaned, segments, per_night, values)
     newest = models[-1].scale
     return Detection(segments, newest, per_night * newest**2, tuple(outliers))
 
@@ -249,6 +250,19 @@ def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[i
             break
         del blocks[weakest + 1]
     return blocks
+
+
+def _noise_pool(values: Array, segments: Sequence[Segment]) -> Array:
+    """Every night's distance to its own regime (its median, or its line), in units of its stretch's
+    night-to-night scale, sorted: the noise's own distribution, tails and skew included."""
+    parts = []
+    for s in segments:
+        part = values[s.start : s.stop]
+        centred = (
+            fit_residuals(values, s.start, s.stop, True)[0] if s.kind == "drift" else part - median(part)
+        )
+        parts.append(centred / max(s.noise, 1e-300))
+    return np.sort(np.concatenate(parts))
 
 
 def _ranks(values: Array) -> Array:
@@ -705,7 +719,9 @@ def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
     return lr / max(1.5, factor)
 
 
-def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> tuple[Segment, ...]:
+def _merge(
+    cleaned: Array, segments: tuple[Segment, ...], per_night: float, values: Array
+) -> tuple[Segment, ...]:
     """Backward elimination: the change that saves least, judged on the finished fit, is removed while it
     saves less than its price.
 
@@ -716,8 +732,10 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
     fit's residuals, as step 2 measures one) and the two segments' own scales. Where the noise scale
     changes, the change may pay instead as a change of the variance of the residuals around each side's
     level or line (`_spread_gain`), so that a change of slope, which a first difference's square
-    carries, is not read as a change of spread. The merged nights take the better of a level and a
-    priced line."""
+    carries, is not read as a change of spread. A step between two levels must besides be more than
+    the noise's own tail (`noise.median_beyond` on the nights as they are, `values`): the Gaussian price
+    takes a few nights of a long one-sided tail (a timing's slow nights) for a level. The merged nights
+    take the better of a level and a priced line."""
     merged = list(segments)
     if len(merged) < 2:
         return segments
@@ -737,6 +755,7 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
     wander = max(long_run_sd(residuals), starting_scale(residuals, noise_scale(residuals), ceiling))
     while len(merged) > 1:
         gains = []
+        pool = _noise_pool(values, merged)
         for before, after in itertools.pairwise(merged):
             scale = max(wander, before.scale, after.scale)
             apart = cost(before.start, before.stop, before.kind == "drift", scale)
@@ -744,7 +763,17 @@ def _merge(cleaned: Array, segments: tuple[Segment, ...], per_night: float) -> t
             together = min(cost(before.start, after.stop, line, scale) for line in (False, True))
             # Where the noise scale changes, the change stays if either its spread or its mean pays.
             spread = _spread_gain(cleaned, before, after) if after.spread_change else 0.0
-            gains.append(max(together - apart, spread))
+            gain = max(together - apart, spread)
+            if not after.spread_change and before.kind != "drift" and after.kind != "drift":
+                # A step between two levels must pay at the Gaussian price...
+                short, long_ = sorted((before, after), key=lambda seg: seg.stop - seg.start)
+                # ... and be more than the noise's own tail: the short side's median, against the
+                # distribution of every night around its own regime (`noise.median_beyond`).
+                away = median_beyond(
+                    values[short.start : short.stop], values[long_.start : long_.stop], long_.noise, pool
+                )
+                gain = min(gain, away)
+            gains.append(gain)
         k = int(np.argmin(gains))
         if gains[k] > per_night:
             break

@@ -245,3 +245,43 @@ def fit_residuals(values: Array, a: int, b: int, line: bool) -> tuple[Array, flo
     t = np.arange(y.size, dtype=np.float64)
     slope, intercept = np.polyfit(t, y, 1)
     return y - (intercept + slope * t), float(slope)
+
+
+def median_beyond(regime: Array, rest: Array, noise: float, pool: Array) -> float:
+    """The evidence, in the currency of the penalty (`-2 ln` of a p-value), that the nights of `regime`
+    hold a level away from `rest`'s that the noise's own tail does not explain.
+
+    `pool` is the noise as it is, tails and skew included: every night's distance to its own regime, in
+    units of its stretch's night-to-night scale, sorted. `p` is the share of it at or beyond the
+    distance of `regime`'s median from `rest`'s; where no night of the noise reaches that far, the noise
+    has no tail to explain the step with, and the Gaussian price alone decides.
+    Were the `k` nights of `regime` noise around `rest`'s level, half of them or more would lie that far
+    out with the binomial probability `P(Binomial(k, p) >= k/2)`, doubled for the direction read off the
+    nights. Against Gaussian noise a real step pays this as it pays the Gaussian price; against a long
+    tail on one side (a timing's slow nights), a few nights of the tail together do not.
+    """
+    distance = (median(regime) - median(rest)) / max(noise, 1e-300)
+    if distance >= 0:
+        beyond = pool.size - int(np.searchsorted(pool, distance, side="left"))
+    else:
+        beyond = int(np.searchsorted(pool, distance, side="right"))
+    if beyond == 0:
+        return math.inf  # no night of the noise reaches that far: only the Gaussian price can say
+    p = beyond / pool.size
+    if p >= 0.5:
+        return 0.0
+    return -2 * (math.log(2) + binomial_log_tail(regime.size, (regime.size + 1) // 2, p))
+
+
+def binomial_log_tail(k: int, at_least: int, p: float) -> float:
+    """`ln P(X >= at_least)` for `X ~ Binomial(k, p)`, with `p < 1/2` and `at_least >= k/2`: each term
+    is at most `p / (1 - p)` times the one before, so a few dozen carry the sum to double precision."""
+    log_p, log_q = math.log(p), math.log1p(-p)
+    whole = math.lgamma(k + 1)
+    terms: list[float] = []
+    for i in range(at_least, k + 1):
+        terms.append(whole - math.lgamma(i + 1) - math.lgamma(k - i + 1) + i * log_p + (k - i) * log_q)
+        if terms[-1] < terms[0] - 40:  # e^-40: below double precision beside the first
+            break
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
