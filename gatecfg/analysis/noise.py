@@ -14,7 +14,6 @@ import importlib.machinery
 import importlib.util
 import itertools
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,16 +38,30 @@ NUMERIC_NOISE = float(np.sqrt(np.finfo(np.float64).eps))
 LONG_RUN_ROUNDS = 5
 
 
+# Up to this many values, a median is quicker sorted in plain Python than partitioned by numpy, whose
+# call costs more than the sort (most of `regimes --all`'s series are a few dozen nights).
+SMALL = 32
+
+
 def median(values: Array) -> float:
     """The median of a 1-D array: `np.median`'s value, by one partition (`np.median` spends most of its
     time on checks and dispatch, and `regimes --all` takes a few dozen medians of each of thousands of
     short series)."""
+    if values.size <= SMALL:
+        return _small_median(values.tolist())
     n = values.size
     half = n // 2
     if n % 2:
         return float(np.partition(values, half)[half])
     low, high = np.partition(values, [half - 1, half])[half - 1 : half + 1]
     return (float(low) + float(high)) / 2
+
+
+def _small_median(values: list[float]) -> float:
+    """The median of a short list (`statistics.median`'s value, without its checks)."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 def mad(values: Array) -> float:
@@ -145,6 +158,17 @@ def long_run_pelt(values: Array, short: float, per_change: float) -> tuple[tuple
     return starts, sigma
 
 
+@functools.lru_cache(maxsize=256)
+def _windows(n: int, width: int) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """The indices of every full window of `width` nights among `n`, a row a window (what
+    `sliding_window_view` gives, without its checks, which cost more than the medians on a short series)."""
+    return np.arange(n - width + 1)[:, None] + np.arange(width)
+
+
+# The positions of a window of `2 * MIN_REGIME - 1` nights other than its centre.
+_OTHERS = np.array([i for i in range(2 * MIN_REGIME - 1) if i != MIN_REGIME - 1])
+
+
 def outlier_nights(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], Array]:
     """Which nights stand out from their neighbourhood, and the neighbourhood's median to stand in.
 
@@ -158,18 +182,18 @@ def outlier_nights(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], 
     half = MIN_REGIME - 1
     # Windows centred on each night, shrinking at the ends: the full ones at once (a plain median of an
     # array, many times faster than a NaN-padded one), the few at the ends one by one.
-    windows = np.lib.stride_tricks.sliding_window_view(values, 2 * half + 1)
+    windows = values[_windows(n, 2 * half + 1)]
     around = np.empty(n)
     others = np.empty(n)
     # Medians of 5 and of the 4 others by partition (what `np.median` does, without its overhead).
     around[half : n - half] = np.partition(windows, half, axis=1)[:, half]
-    rest = np.partition(windows[:, [i for i in range(2 * half + 1) if i != half]], [half - 1, half], axis=1)
+    rest = np.partition(windows[:, _OTHERS], [half - 1, half], axis=1)
     others[half : n - half] = (rest[:, half - 1] + rest[:, half]) / 2
     for i in [*range(half), *range(n - half, n)]:
-        window = values[max(0, i - half) : i + half + 1].tolist()  # 3 or 4 nights: plain Python is quicker
-        around[i] = statistics.median(window)
+        window: list[float] = values[max(0, i - half) : i + half + 1].tolist()  # 3 or 4 nights: in Python
+        around[i] = _small_median(window)
         del window[i - max(0, i - half)]
-        others[i] = statistics.median(window)
+        others[i] = _small_median(window)
     distance = values - others
     scale = MAD_TO_SIGMA * mad(distance)
     return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around

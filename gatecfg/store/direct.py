@@ -16,6 +16,7 @@ writes.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -361,6 +362,8 @@ def _history(
     return [history_row(row, spec[row[0]], _utc(row[HISTORY_CREATED_AT])) for row in rows]
 
 
+@functools.lru_cache(maxsize=4096)
 def _utc(stored: str) -> datetime:
-    """A stored timestamp: SQLite keeps UTC as zoneless text (store/tables.py, UTCDateTime)."""
+    """A stored timestamp: SQLite keeps UTC as zoneless text (store/tables.py, UTCDateTime). Cached: a
+    history repeats each run's time once a point, thousands of times over for a gate at many steps."""
     return datetime.fromisoformat(stored).replace(tzinfo=UTC)
