@@ -44,9 +44,9 @@ SMALL = 32
 
 
 def median(values: Array) -> float:
-    """The median of a 1-D array: `np.median`'s value, by one partition (`np.median` spends most of its
-    time on checks and dispatch, and `regimes --all` takes a few dozen medians of each of thousands of
-    short series)."""
+    """The median of a 1-D array: `np.median`'s value, by one partition, or for a few dozen values by a
+    plain sort (`np.median` spends most of its time on checks and dispatch, and `regimes --all` takes a
+    few dozen medians of each of thousands of short series)."""
     if values.size <= SMALL:
         return _small_median(values.tolist())
     n = values.size
@@ -277,12 +277,12 @@ def median_beyond(regime: Array, rest: Array, noise: float, pool: Array) -> floa
 
     `pool` is the noise as it is, tails and skew included: every night's distance to its own regime, in
     units of its stretch's night-to-night scale, sorted. `p` is the share of it at or beyond the
-    distance of `regime`'s median from `rest`'s; where no night of the noise reaches that far, the noise
-    has no tail to explain the step with, and the Gaussian price alone decides.
-    Were the `k` nights of `regime` noise around `rest`'s level, half of them or more would lie that far
-    out with the binomial probability `P(Binomial(k, p) >= k/2)`, doubled for the direction read off the
-    nights. Against Gaussian noise a real step pays this as it pays the Gaussian price; against a long
-    tail on one side (a timing's slow nights), a few nights of the tail together do not.
+    distance of `regime`'s median from `rest`'s. Were the `k` nights of `regime` noise around `rest`'s
+    level, half of them or more would lie that far out with the binomial probability
+    `P(Binomial(k, p) >= k/2)`, doubled for the direction read off the nights. Against Gaussian noise a
+    real step pays this as it pays the Gaussian price; against a long tail on one side (a timing's slow
+    nights), a few nights of the tail together do not. Where no night of the noise reaches that far, the
+    noise has no tail to explain the step with (infinite evidence): the Gaussian price alone decides.
     """
     distance = (median(regime) - median(rest)) / max(noise, 1e-300)
     if distance >= 0:
