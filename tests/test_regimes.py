@@ -701,7 +701,7 @@ def _walk(rng: np.random.Generator, drifts: list[float], nights: int) -> np.ndar
 def test_a_random_walk_is_one_regime_that_wanders_not_a_staircase() -> None:
     # A walk's level wanders without bound, so every stretch of it looks like a level of its own to a
     # model of levels in noise that does not accumulate (main: 2.35 changes in each of these walks of
-    # 120 nights, half drifting). Read as a walk (step 11): 0.075.
+    # 120 nights, half drifting). Read as a walk (step 11): 0.075; 0.1 with step 10's sign test.
     rng = np.random.default_rng(8)
     counts = [len(detect(_walk(rng, [drift], 120)).starts) - 1 for drift in (0.0, 0.5) for _ in range(20)]
     assert sum(counts) / len(counts) <= 0.3
@@ -710,7 +710,7 @@ def test_a_random_walk_is_one_regime_that_wanders_not_a_staircase() -> None:
 def test_a_walk_whose_drift_changes_opens_one_drift_regime_there() -> None:
     # Flat, then 1.5 a night from night 60: the levels reading (main) finds just that change in 8 of
     # these 20 and cuts the others into pieces; the walk reading finds the one change of the mean step,
-    # as a drift with its slope, in 18.
+    # as a drift with its slope, in 18 (17 with step 10's sign test).
     found = [detect(_walk(np.random.default_rng(seed), [0.0, 1.5], 60)).segments for seed in range(20)]
     one = [s for s in found if len(s) == 2 and abs(s[1].start - 60) <= 5 and s[1].kind == "drift"]
     assert len(one) >= 17
