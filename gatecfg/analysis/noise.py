@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import itertools
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,30 +39,23 @@ NUMERIC_NOISE = float(np.sqrt(np.finfo(np.float64).eps))
 LONG_RUN_ROUNDS = 5
 
 
-# Up to this many values, a median is quicker sorted in plain Python than partitioned by numpy, whose
+# Up to this many values, `statistics.median` (a plain sort) is quicker than a numpy partition, whose
 # call costs more than the sort (most of `regimes --all`'s series are a few dozen nights).
 SMALL = 32
 
 
 def median(values: Array) -> float:
-    """The median of a 1-D array: `np.median`'s value, by one partition, or for a few dozen values by a
-    plain sort (`np.median` spends most of its time on checks and dispatch, and `regimes --all` takes a
-    few dozen medians of each of thousands of short series)."""
+    """The median of a 1-D array: `np.median`'s value, by one partition, or for a few dozen values by
+    `statistics.median` (`np.median` spends most of its time on checks and dispatch, and `regimes --all`
+    takes a few dozen medians of each of thousands of short series)."""
     if values.size <= SMALL:
-        return _small_median(values.tolist())
+        return float(statistics.median(values.tolist()))
     n = values.size
     half = n // 2
     if n % 2:
         return float(np.partition(values, half)[half])
     low, high = np.partition(values, [half - 1, half])[half - 1 : half + 1]
     return (float(low) + float(high)) / 2
-
-
-def _small_median(values: list[float]) -> float:
-    """The median of a short list (`statistics.median`'s value, without its checks)."""
-    ordered = sorted(values)
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 def mad(values: Array) -> float:
@@ -191,9 +185,9 @@ def outlier_nights(values: Array) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], 
     others[half : n - half] = (rest[:, half - 1] + rest[:, half]) / 2
     for i in [*range(half), *range(n - half, n)]:
         window: list[float] = values[max(0, i - half) : i + half + 1].tolist()  # 3 or 4 nights: in Python
-        around[i] = _small_median(window)
+        around[i] = statistics.median(window)
         del window[i - max(0, i - half)]
-        others[i] = _small_median(window)
+        others[i] = statistics.median(window)
     distance = values - others
     scale = MAD_TO_SIGMA * mad(distance)
     return np.abs(values - around) > scale * math.sqrt(2 * math.log(n)), around
