@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -32,30 +33,78 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     Two readings of the nights compete (step 11 of docs/analytics.md): levels and lines in noise that
     does not accumulate (`changepoints.levels`), and a random walk whose drift and step size change
     (`_walk`, the same search on the night-to-night differences). The walk is reported only where its
-    penalised likelihood is better by Vuong's test."""
+    penalised likelihood is better by Vuong's test. A positive metric is then read in logs as well, and
+    reported as read there where that is likelier by the same test (step 12)."""
     values = np.asarray(series, dtype=np.float64)
     found = levels(values, coordinates)
     if len(found.segments) < 2:
         # One regime already: the walk reading could only add changes of drift to a series that the
-        # levels reading, which prices noise that wanders, reads as one stretch (and skipping it keeps
-        # `--all` over thousands of quiet coordinates at one search each).
+        # levels reading, which prices noise that wanders, reads as one stretch, and logs only reshape
+        # noise that holds one scale (skipping both keeps `--all` over thousands of quiet coordinates
+        # at one search each).
         return found
-    walk = _walk(values, coordinates)
+    in_units = _reading(values, coordinates, found)
+    if not bool(np.all(values > 0)):
+        return in_units.detection
+    logs = np.log(values)
+    in_logs = _reading(logs, coordinates, levels(logs, coordinates))
+    # A night's density in the metric's units is its density in logs over the value: `-2 ln` of it is
+    # the one in logs plus `2 ln y` (the Jacobian), and the two readings compare as any two models do.
+    if _beats(replace(in_logs, terms=in_logs.terms + 2 * logs[1:]), in_units):
+        return _in_metric_units(in_logs.detection, values)
+    return in_units.detection
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A reading of the nights, with `-2 ln` of each night's likelihood after the first and its price."""
+
+    detection: Detection
+    terms: Array
+    price: float
+
+
+def _beats(challenger: _Reading, standing: _Reading) -> bool:
+    """Vuong's (1989) test of non-nested models, penalised: the challenger must fit better by more than
+    noise in the nights' likelihood ratios would make it, one-sided at 5%. Short of that the standing
+    reading stays."""
+    gains = standing.terms - challenger.terms
+    spread = float(np.std(gains)) * math.sqrt(gains.size)
+    favour = float(np.sum(gains)) - (challenger.price - standing.price)
+    return spread > 0 and favour > Z_95 * spread
+
+
+def _reading(values: Array, coordinates: int, found: Detection) -> _Reading:
+    """The levels reading `found` of the nights, or their walk reading where that is likelier."""
     per_night = MBIC_CHANGE * math.log(values.size) + 2 * math.log(max(1, coordinates))
     # Both are judged on the same nights, with the outliers the levels reading set aside in its
     # neighbourhood's median (step 3): a crashed night is no evidence for either reading.
     kept = values.copy()
     for i in found.outliers:
         kept[i] = median(values[max(0, i - MIN_REGIME + 1) : i + MIN_REGIME])
-    walk_terms, walk_price = _pointwise(kept, walk, per_night, walk=True)
-    level_terms, level_price = _pointwise(kept, found, per_night, walk=False)
-    # Vuong's (1989) test of non-nested models, penalised: the walk must fit better by more than noise
-    # in the nights' likelihood ratios would make it, one-sided at 5%. Short of that the levels reading
-    # stands, the model of a metric that holds a level; a staircase of a few shifts is both readings.
-    gains = level_terms - walk_terms
-    spread = float(np.std(gains)) * math.sqrt(gains.size)
-    favour = float(np.sum(gains)) - (walk_price - level_price)
-    return walk if spread > 0 and favour > Z_95 * spread else found
+    level = _Reading(found, *_pointwise(kept, found, per_night, walk=False))
+    if len(found.segments) < 2:
+        return level
+    walk = _walk(values, coordinates)
+    as_walk = _Reading(walk, *_pointwise(kept, walk, per_night, walk=True))
+    # A staircase of a few shifts is both readings, and stays levels, the model of a metric that holds
+    # a level.
+    return as_walk if _beats(as_walk, level) else level
+
+
+def _in_metric_units(found: Detection, values: Array) -> Detection:
+    """A reading made in logs, its figures put back in the metric's units: a noise scale in logs is a
+    relative one, so times the regime's median; a drift's slope is its least-squares line's."""
+
+    def back(s: Segment) -> Segment:
+        level = median(values[s.start : s.stop])
+        slope = fit_residuals(values, s.start, s.stop, True)[1] if s.kind == "drift" else 0.0
+        return replace(s, slope=slope, scale=s.scale * level, noise=s.noise * level)
+
+    segments = tuple(back(s) for s in found.segments)
+    sigma = found.sigma * median(values[found.segments[-1].start :])
+    per_night = found.penalty / found.sigma**2 if found.sigma > 0 else 0.0
+    return replace(found, segments=segments, sigma=sigma, penalty=per_night * sigma**2)
 
 
 def _walk(values: Array, coordinates: int) -> Detection:
