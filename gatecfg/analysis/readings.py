@@ -49,19 +49,22 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     logs = np.log(values)
     in_logs = _reading(logs, coordinates, levels(logs, coordinates))
     # A night's density in the metric's units is its density in logs over the value: `-2 ln` of it is
-    # the one in logs plus `2 ln y` (the Jacobian), and the two readings compare as any two models do.
-    if _beats(replace(in_logs, terms=in_logs.terms + 2 * logs[1:]), in_units):
+    # the one in logs plus `2 ln y` (the Jacobian), taken where the reading judged the night (an outlier
+    # at its neighbourhood's median), and the two readings compare as any two models do.
+    if _beats(replace(in_logs, terms=in_logs.terms + 2 * in_logs.kept[1:]), in_units):
         return _in_metric_units(in_logs.detection, values)
     return in_units.detection
 
 
 @dataclass(frozen=True)
 class _Reading:
-    """A reading of the nights, with `-2 ln` of each night's likelihood after the first and its price."""
+    """A reading of the nights: `-2 ln` of each night's likelihood after the first, the reading's price,
+    and the nights as judged (outliers at their neighbourhood's median)."""
 
     detection: Detection
     terms: Array
     price: float
+    kept: Array
 
 
 def _beats(challenger: _Reading, standing: _Reading) -> bool:
@@ -82,11 +85,11 @@ def _reading(values: Array, coordinates: int, found: Detection) -> _Reading:
     kept = values.copy()
     for i in found.outliers:
         kept[i] = median(values[max(0, i - MIN_REGIME + 1) : i + MIN_REGIME])
-    level = _Reading(found, *_pointwise(kept, found, per_night, walk=False))
+    level = _Reading(found, *_pointwise(kept, found, per_night, walk=False), kept)
     if len(found.segments) < 2:
         return level
     walk = _walk(values, coordinates)
-    as_walk = _Reading(walk, *_pointwise(kept, walk, per_night, walk=True))
+    as_walk = _Reading(walk, *_pointwise(kept, walk, per_night, walk=True), kept)
     # A staircase of a few shifts is both readings, and stays levels, the model of a metric that holds
     # a level.
     return as_walk if _beats(as_walk, level) else level
