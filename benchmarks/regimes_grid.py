@@ -1,4 +1,5 @@
-"""Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise.
+"""Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise, noise
+in proportion to the level.
 
 Prints the tables quoted in docs/benchmarks/regimes.md. Every series is generated with a fixed seed, so a run
 prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
@@ -181,6 +182,49 @@ def skewed_noise_table(reps: int, seeds: int, lengths: tuple[int, ...]) -> None:
     print()
 
 
+# Noise in proportion to the level, as a timing's or a count's often is: each series is `exp` of a level
+# or a line plus Gaussian noise (lognormal nights), its true regime starts beside it.
+MULTIPLICATIVE: dict[str, Any] = {
+    "a step x2, sdlog 0.1": lambda rng, n: (np.log(np.where(np.arange(n) < n // 2, 1.0, 2.0)), [n // 2], 0.1),
+    "a step x2, sdlog 0.3": lambda rng, n: (np.log(np.where(np.arange(n) < n // 2, 1.0, 2.0)), [n // 2], 0.3),
+    "flat, then growth to x4, sdlog 0.1": lambda rng, n: (
+        np.log(4) * np.maximum(0, np.arange(n) - n // 2) / (n - n // 2),
+        [n // 2],
+        0.1,
+    ),
+    "growth to x4, then back, sdlog 0.1": lambda rng, n: (
+        np.log(4) * (1 - np.abs(np.arange(n) - n // 2) / (n // 2)),
+        [n // 2],
+        0.1,
+    ),
+    "no change, sdlog 0.3": lambda rng, n: (np.zeros(n), [], 0.3),
+}
+
+
+def multiplicative_table(reps: int, seeds: int) -> None:
+    """Regimes in noise that scales with the level (docs/benchmarks/regimes.md, round five: step 12
+    reads such a metric in logs)."""
+    lengths = (60, 200)
+    print("## noise in proportion to the level: regime starts a series; [share found exactly]\n")
+    print("exactly: every true start found within 5 nights, and nothing else\n")
+    print("| series | truth | " + " | ".join(f"{n} nights" for n in lengths) + " |")
+    print("|---|---|" + "---|" * len(lengths))
+    rng = _rng(12, seeds)
+    for name, make in MULTIPLICATIVE.items():
+        cells = []
+        truth: list[int] = []
+        for n in lengths:
+            starts = exact = 0
+            for _ in range(reps):
+                logs, truth, sdlog = make(rng, n)
+                found = found_of(10 * np.exp(logs + rng.normal(0, sdlog, n))).starts
+                starts += len(found)
+                exact += len(found) == len(truth) and all(any(abs(f - t) <= 5 for f in found) for t in truth)
+            cells.append(f"{starts / reps:.2f} [{exact / reps:.2f}]")
+        print(f"| {name} | {len(truth)} | " + " | ".join(cells) + " |")
+    print()
+
+
 def localisation_table(reps: int, seeds: int) -> None:
     print("## localisation of one step between two regimes of 100 nights (Gaussian noise)\n")
     print("| step | found | median distance | 90th pct distance | interval covers the truth | width |")
@@ -270,7 +314,10 @@ def main() -> None:
         default=0.3,
         help="regime lengths of the level and spread grids vary by this fraction (default 0.3)",
     )
-    parser.add_argument("--only", choices=["level", "drift", "spread", "noise", "localisation", "runtime"])
+    parser.add_argument(
+        "--only",
+        choices=["level", "drift", "spread", "noise", "multiplicative", "localisation", "runtime"],
+    )
     parser.add_argument(
         "--line-price",
         choices=["mbic", "laplace"],
@@ -293,6 +340,7 @@ def main() -> None:
         "drift": lambda: drift_table(max(1, args.reps // 2), args.seeds),
         "spread": lambda: spread_table(max(1, args.reps // 2), args.seeds, args.jitter),
         "noise": lambda: noise_table(args.reps * 4, args.seeds),
+        "multiplicative": lambda: multiplicative_table(args.reps * 2, args.seeds),
         "localisation": lambda: localisation_table(args.reps * 4, args.seeds),
         "runtime": runtime,
     }
