@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 import time
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -796,3 +797,76 @@ def test_all_over_many_noisy_steps_flags_none_and_reports_a_shift_once_per_gate(
     text = run_cli("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db).out
     assert "train/grad_norm at 5 steps (0-4), median +20" in text
     assert "each change priced for the 300 coordinate(s) scanned" in text
+
+
+# --- step 12: a positive metric read in logs -------------------------------------------------------------
+
+
+def _lognormal(rng: np.random.Generator, logs: np.ndarray, sdlog: float) -> np.ndarray:
+    """Nights of `10 * exp(logs)` with noise in proportion to the level (Gaussian in logs)."""
+    return 10.0 * np.exp(logs + rng.normal(0, sdlog, logs.size))
+
+
+def test_growth_in_proportion_is_one_drift_from_where_it_starts() -> None:
+    # Flat for 100 nights, then growing 1.4% a night to x4, its noise 10% of the level: read in the
+    # metric's units the growth bends and its noise widens, and was cut into 1.56 regimes on average
+    # (9 of 100 read right, benchmarks/regimes_grid.py --only multiplicative); in logs it is a level that
+    # turns into a line. Its slope is reported in the metric's units: the least-squares line's.
+    rng = np.random.default_rng(21)
+    logs = np.log(4) * np.maximum(0, np.arange(200) - 100) / 100
+    right = 0
+    for _ in range(20):
+        series = _lognormal(rng, logs, 0.1)
+        segments = detect(series).segments
+        if len(segments) == 2 and abs(segments[1].start - 100) <= 5 and segments[1].kind == "drift":
+            right += 1
+            line = np.polyfit(np.arange(segments[1].start, 200), series[segments[1].start :], 1)[0]
+            assert segments[1].slope == pytest.approx(line)
+    assert right >= 17
+
+
+def test_a_metric_read_in_logs_reports_its_noise_in_its_own_units() -> None:
+    # Growth to x4 with noise of 10% of the level, read in logs (as above): the growing regime's noise is
+    # about a tenth of its median in the metric's units (about 2.5 here), not 0.1.
+    logs = np.log(4) * np.maximum(0, np.arange(200) - 100) / 100
+    series = _lognormal(np.random.default_rng(22), logs, 0.1)
+    found = detect(series)
+    assert found.starts == pytest.approx((0, 100), abs=5)
+    level = float(np.median(series[found.starts[1] :]))
+    assert 0.06 * level < found.segments[1].noise < 0.14 * level
+    assert found.sigma > 0.06 * level
+
+
+def test_additive_noise_over_a_wide_range_stays_in_the_metrics_units() -> None:
+    # A ramp from 10 to 1000 with noise of a constant 5: in logs it would bend and its noise shrink
+    # a hundredfold along it; the reading in its own units is the likelier, one drift.
+    rng = np.random.default_rng(23)
+    series = 10 + np.arange(200) * 4.95 + rng.normal(0, 5, 200)
+    segments = detect(series).segments
+    assert [s.kind for s in segments] == ["drift"]
+    assert segments[0].slope == pytest.approx(4.95, rel=0.01)
+
+
+def test_a_metric_with_a_zero_night_is_read_in_its_units_without_a_warning() -> None:
+    series = 5 + np.repeat([0.0, 3.0], 60) + np.random.default_rng(24).normal(0, 1, 120)
+    series[30] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert detect(series).starts == (0, 60)
+
+
+def test_a_quiet_coordinate_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `regimes --all` reads thousands of coordinates that hold one level: neither the walk nor logs can
+    # be asked of them without doubling its time, and neither could open a regime there.
+    from gatecfg.analysis import readings
+
+    calls = []
+    real = readings.levels
+
+    def counted(values: np.ndarray, coordinates: int) -> changepoints.Detection:
+        calls.append(values.size)
+        return real(values, coordinates)
+
+    monkeypatch.setattr(readings, "levels", counted)
+    assert detect(0.3 + 0.01 * np.random.default_rng(25).normal(0, 1, 20), 10_000).starts == (0,)
+    assert calls == [20]
