@@ -1,5 +1,5 @@
 """Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise, noise
-in proportion to the level.
+in proportion to the level, a season.
 
 Prints the tables quoted in docs/benchmarks/regimes.md. Every series is generated with a fixed seed, so a run
 prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
@@ -225,6 +225,32 @@ def multiplicative_table(reps: int, seeds: int) -> None:
     print()
 
 
+def seasonal_table(reps: int, seeds: int) -> None:
+    """A season (a sine of `period` nights, unit Gaussian noise around it) with one level shift half way,
+    and without: a known limit (docs/benchmarks/regimes.md, round five)."""
+    lengths = (120, 400)
+    print("## a season with one shift half way: share found within 5 nights [changes a series]\n")
+    print("| period | amplitude | shift | " + " | ".join(f"{n} nights" for n in lengths) + " |")
+    print("|---|---|---|" + "---|" * len(lengths))
+    rng = _rng(13, seeds)
+    for period, amplitude, shift in itertools.product((7, 12), (2.0, 5.0), (0.0, 1.0, 2.0)):
+        cells = []
+        for n in lengths:
+            found = changes = 0
+            for _ in range(reps):
+                t = np.arange(n)
+                series = amplitude * np.sin(2 * np.pi * t / period + rng.uniform(0, 2 * np.pi))
+                series += rng.normal(0, 1, n) + np.where(t >= n // 2, shift * amplitude, 0.0)
+                starts = found_of(series).starts
+                changes += len(starts)
+                found += any(abs(s - n // 2) <= 5 for s in starts)
+            share = "-" if shift == 0 else f"{found / reps:.2f}"
+            cells.append(f"{share} [{changes / reps:.2f}]")
+        size = "none" if shift == 0 else f"{shift:g} x amplitude"
+        print(f"| {period} | {amplitude:g} | {size} | " + " | ".join(cells) + " |")
+    print()
+
+
 def localisation_table(reps: int, seeds: int) -> None:
     print("## localisation of one step between two regimes of 100 nights (Gaussian noise)\n")
     print("| step | found | median distance | 90th pct distance | interval covers the truth | width |")
@@ -316,7 +342,16 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["level", "drift", "spread", "noise", "multiplicative", "localisation", "runtime"],
+        choices=[
+            "level",
+            "drift",
+            "spread",
+            "noise",
+            "multiplicative",
+            "seasonal",
+            "localisation",
+            "runtime",
+        ],
     )
     parser.add_argument(
         "--line-price",
@@ -341,6 +376,7 @@ def main() -> None:
         "spread": lambda: spread_table(max(1, args.reps // 2), args.seeds, args.jitter),
         "noise": lambda: noise_table(args.reps * 4, args.seeds),
         "multiplicative": lambda: multiplicative_table(args.reps * 2, args.seeds),
+        "seasonal": lambda: seasonal_table(args.reps, args.seeds),
         "localisation": lambda: localisation_table(args.reps * 4, args.seeds),
         "runtime": runtime,
     }
