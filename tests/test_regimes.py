@@ -222,7 +222,8 @@ def test_done_means_the_four_merges_open_the_regimes_of_the_imported_history(
     result = run_cli("regimes", "--metric", EVAL, *args)
     assert result.code == 0, result.err
     doc = json.loads(result.out)
-    assert list(doc) == ["test", "metric", "step", "regimes"]
+    assert list(doc) == ["test", "metric", "step", "read_in", "regimes"]
+    assert doc["read_in"] == "units"
     assert (doc["test"], doc["metric"], doc["step"]) == (TEST, EVAL, -1)
     regimes = doc["regimes"]
     assert all(list(r) == REGIME_KEYS for r in regimes)
@@ -835,6 +836,15 @@ def test_a_metric_read_in_logs_reports_its_noise_in_its_own_units() -> None:
     level = float(np.median(series[found.starts[1] :]))
     assert 0.06 * level < found.segments[1].noise < 0.14 * level
     assert found.sigma > 0.06 * level
+
+
+def test_a_metric_read_in_logs_says_so_in_its_text_and_json() -> None:
+    from gatecfg.commands import regimes as command
+
+    logs = np.log(4) * np.maximum(0, np.arange(200) - 100) / 100
+    found = find_regimes("m", -1, _nights(list(_lognormal(np.random.default_rng(22), logs, 0.1))))
+    assert found.as_json("t")["read_in"] == "logs"
+    assert "read in logs: the noise grows in proportion to the level" in command._one_text("t", found)
 
 
 def test_additive_noise_over_a_wide_range_stays_in_the_metrics_units() -> None:

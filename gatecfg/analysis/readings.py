@@ -107,7 +107,7 @@ def _in_metric_units(found: Detection, values: Array) -> Detection:
     segments = tuple(back(s) for s in found.segments)
     sigma = found.sigma * median(values[found.segments[-1].start :])
     per_night = found.penalty / found.sigma**2 if found.sigma > 0 else 0.0
-    return replace(found, segments=segments, sigma=sigma, penalty=per_night * sigma**2)
+    return replace(found, segments=segments, sigma=sigma, penalty=per_night * sigma**2, in_logs=True)
 
 
 def _walk(values: Array, coordinates: int) -> Detection:

@@ -101,11 +101,17 @@ class Regimes:
     def outlier_runs(self) -> tuple[str, ...]:
         return tuple(self.nights[i].run_id for i in self.detection.outliers)
 
+    @property
+    def read_in(self) -> str:
+        """`logs` where the regimes were read in logs (noise in proportion to the level), else `units`."""
+        return "logs" if self.detection.in_logs else "units"
+
     def as_json(self, test: str) -> dict[str, Any]:
         return {
             "test": test,
             "metric": self.metric,
             "step": self.step,
+            "read_in": self.read_in,
             "regimes": [r.as_json() for r in self.regimes],
         }
 

@@ -112,6 +112,8 @@ def _one_text(test: str, found: Regimes) -> str:
         f"{len(nights)} nightlies, {nights[0].created_at:%Y-%m-%d} to {nights[-1].created_at:%Y-%m-%d}; "
         f"noise sigma {fmt(detection.sigma)}; {len(found.regimes)} regime(s)"
     )
+    if detection.in_logs:
+        out.line("read in logs: the noise grows in proportion to the level (figures in the metric's units)")
     if len(nights) < 2 * MIN_REGIME:
         out.line(f"fewer than {2 * MIN_REGIME} nightlies: too few to tell a shift from noise")
     if found.outlier_runs:
@@ -210,7 +212,13 @@ def _all_json(test: str, labels: Mapping[str, str], found: Sequence[Regimes]) ->
         "test": test,
         "series": dict(labels),
         "coordinates": [
-            {"metric": r.metric, "step": r.step, "regimes": [x.as_json() for x in r.regimes]} for r in found
+            {
+                "metric": r.metric,
+                "step": r.step,
+                "read_in": r.read_in,
+                "regimes": [x.as_json() for x in r.regimes],
+            }
+            for r in found
         ],
         "coincidences": [c.as_json() for c in coincidences(found)],
         "scanned": len(found),
