@@ -7,7 +7,9 @@ level to hold, and read that way every stretch of it is a level of its own. So w
 finds a change, the same search also runs on the night-to-night differences, whose levels are a walk's
 drifts, and the walk is reported where its penalised likelihood (AR(1) noise in both readings, the same
 prices) beats the levels reading's by Vuong's (1989) one-sided 5% test of non-nested models; a staircase
-of a few shifts is read by both, and stays levels (step 11).
+of a few shifts is read by both, and stays levels (step 11). A positive metric whose noise grows with its
+level (a timing, a count that grows) is read in logs as well, and reported as read there where that is
+likelier by the same test, the Jacobian making the two likelihoods comparable (step 12).
 """
 
 from __future__ import annotations
