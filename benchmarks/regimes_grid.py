@@ -166,12 +166,18 @@ SKEWED: dict[str, Any] = {
 }
 
 
+def _head(columns: list[str], lengths: tuple[int, ...]) -> None:
+    """A markdown table's head: the named columns, then a column a series length."""
+    names = [*columns, *(f"{n} nights" for n in lengths)]
+    print("| " + " | ".join(names) + " |")
+    print("|" + "---|" * len(names))
+
+
 def skewed_noise_table(reps: int, seeds: int, lengths: tuple[int, ...]) -> None:
     """Phantoms in independent noise that is skewed or discrete (docs/benchmarks/regimes.md, round four:
     the levels' Gaussian price does not hold there, a known limit)."""
     print("## pure noise, skewed or discrete: share of series with any change reported\n")
-    print("| noise | " + " | ".join(f"{n} nights" for n in lengths) + " |")
-    print("|---|" + "---|" * len(lengths))
+    _head(["noise"], lengths)
     rng = _rng(4, seeds)
     for name, draw in SKEWED.items():
         cells = []
@@ -207,8 +213,7 @@ def multiplicative_table(reps: int, seeds: int) -> None:
     lengths = (60, 200)
     print("## noise in proportion to the level: regime starts a series; [share found exactly]\n")
     print("exactly: every true start found within 5 nights, and nothing else\n")
-    print("| series | truth | " + " | ".join(f"{n} nights" for n in lengths) + " |")
-    print("|---|---|" + "---|" * len(lengths))
+    _head(["series", "truth"], lengths)
     rng = _rng(12, seeds)
     for name, make in MULTIPLICATIVE.items():
         cells = []
@@ -230,8 +235,7 @@ def seasonal_table(reps: int, seeds: int) -> None:
     and without: a known limit (docs/benchmarks/regimes.md, round five)."""
     lengths = (120, 400)
     print("## a season with one shift half way: share found within 5 nights [changes a series]\n")
-    print("| period | amplitude | shift | " + " | ".join(f"{n} nights" for n in lengths) + " |")
-    print("|---|---|---|" + "---|" * len(lengths))
+    _head(["period", "amplitude", "shift"], lengths)
     rng = _rng(13, seeds)
     for period, amplitude, shift in itertools.product((7, 12), (2.0, 5.0), (0.0, 1.0, 2.0)):
         cells = []
