@@ -28,13 +28,14 @@ from regimes_grid import (
 )
 from test_import import EVAL, MERGES, REWARD, TEST, import_scenario, sha, write_scenario
 
-from gatecfg.analysis import changepoints
+from gatecfg.analysis import changepoints, spread
 from gatecfg.analysis import noise as noise_model
-from gatecfg.analysis.changepoints import LOG_POWER_LRV, SCORE_LRV
 from gatecfg.analysis.noise import noise_scale
 from gatecfg.analysis.readings import detect
 from gatecfg.analysis.regimes import coincidences, find_regimes
 from gatecfg.analysis.series import Night
+from gatecfg.analysis.spread import LOG_POWER_LRV, SCORE_LRV
+from gatecfg.analysis.sums import Sums
 from gatecfg.store import CoordinateSpec, RunInfo, Store, StoredPoint
 
 REGIME_KEYS = [
@@ -426,7 +427,7 @@ def test_a_slow_drift_after_a_flat_lead_is_a_level_turning_into_one_drift() -> N
 def test_a_level_turning_into_a_line_is_the_least_squares_fit_at_each_turn() -> None:
     rng = np.random.default_rng(30)
     y = rng.normal(0, 0.3, 40) + np.r_[np.zeros(15), 0.2 * np.arange(1, 26)]
-    sse, turns = changepoints._Sums(y).turning(5, 40)
+    sse, turns = Sums(y).turning(5, 40)
     t = np.arange(5, 40, dtype=np.float64)
     for c, got in zip(turns, sse, strict=True):
         design = np.column_stack([np.ones_like(t), np.maximum(0.0, t - (c - 1))])
@@ -537,7 +538,7 @@ def test_the_gaussian_long_run_variance_of_the_spread_series_is_what_the_module_
 
 
 def _score_factor(pairs: np.ndarray) -> float:
-    scores = changepoints._normal_scores(pairs)
+    scores = spread._normal_scores(pairs)
     return float(np.mean(scores * scores) + 2 * np.mean(scores[1:] * scores[:-1]))
 
 
@@ -568,7 +569,7 @@ def test_the_long_run_factor_of_the_pairs_normal_scores_grows_with_the_tails_up_
 
 
 def test_tied_values_share_their_normal_score() -> None:
-    scores = changepoints._normal_scores(np.array([3.0, 1.0, 2.0, 2.0]))
+    scores = spread._normal_scores(np.array([3.0, 1.0, 2.0, 2.0]))
     assert scores[2] == scores[3] == pytest.approx(0.0)
     assert scores[0] == pytest.approx(-scores[1])
     assert scores[0] > 0
@@ -577,8 +578,8 @@ def test_tied_values_share_their_normal_score() -> None:
 def test_pairs_that_all_tie_confirm_no_change_of_spread() -> None:
     # A quantised metric: every pair's mean square the same, so the ranks carry nothing (and no division
     # by a zero variance); two blocks of different ties are told apart.
-    assert changepoints._rank_confirmed(np.ones(40), [0, 20], 10.0) == [0]
-    assert changepoints._rank_confirmed(np.r_[np.ones(20), np.full(20, 2.0)], [0, 20], 10.0) == [0, 20]
+    assert spread._rank_confirmed(np.ones(40), [0, 20], 10.0) == [0]
+    assert spread._rank_confirmed(np.r_[np.ones(20), np.full(20, 2.0)], [0, 20], 10.0) == [0, 20]
 
 
 # Series of 100 Student-t(3) nights in which PELT on the logs of the pairs' mean squares alone finds a change

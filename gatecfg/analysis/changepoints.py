@@ -8,14 +8,14 @@ arranged so that every search over all nights is ruptures' exact C PELT over a s
 (`KernelCPD(kernel="linear")`); the richer models are then fitted on the candidates it returns. No
 constant is tuned to data: each price below is derived from the model, and docs/analytics.md says why.
 
-1. **Spread.** A change of the noise scale is a shift of the mean of `log` of a local variance estimate,
-   the mean square of consecutive pairs of first differences: differencing cancels levels and drifts, and
-   the log turns a scale factor into an additive shift of constant variance. PELT on that series, with
-   the MBIC penalty below and the series' long-run variance (never below its Gaussian value), splits the
-   nights into stretches of one noise scale. A rank test on the same pairs must confirm each split at the
-   same price (heavy-tailed noise otherwise passes for a change of spread). Each split is then placed at
-   the night that best splits the ranks of overlapping pairs' squares between its neighbours (Pettitt's
-   rank location of a change).
+1. **Spread** (`spread.py`). A change of the noise scale is a shift of the mean of `log` of a local
+   variance estimate, the mean square of consecutive pairs of first differences: differencing cancels
+   levels and drifts, and the log turns a scale factor into an additive shift of constant variance. PELT
+   on that series, with the MBIC penalty below and the series' long-run variance (never below its
+   Gaussian value), splits the nights into stretches of one noise scale. A rank test on the same pairs
+   must confirm each split at the same price (heavy-tailed noise otherwise passes for a change of
+   spread). Each split is then placed at the night that best splits the ranks of overlapping pairs'
+   squares between its neighbours (Pettitt's rank location of a change).
 2. **Noise scale** of each stretch, `s = 1.4826 * MAD(first differences) / sqrt(2)` night to night:
    differencing cancels the levels, and the MAD ignores the few large differences that shifts and
    outliers leave. A change of level is priced at the **long-run** scale (`noise.long_run_pelt`): real
@@ -33,7 +33,7 @@ constant is tuned to data: each price below is derived from the model, and docs/
    repeated at that scale.
 5. **Drifts.** A slow drift reaches PELT as a staircase of level shifts. Each stretch's change points are
    re-chosen by exact dynamic programming over PELT's candidates, where a segment is a level, a
-   least-squares line, or a level that turns into a line continuing from it (`_Sums.turning`). A line's
+   least-squares line, or a level that turns into a line continuing from it (`Sums.turning`). A line's
    slope costs `3 ln n` like a change: a drift is a change of the metric's behaviour, priced as MBIC prices
    one. A turning level costs the same and no more: the night it turns and its slope are the two
    parameters of a level shift, its place and its size. A binary-segmentation pass with the level and line
@@ -65,7 +65,6 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -84,23 +83,11 @@ from gatecfg.analysis.noise import (
     pelt,
     starting_scale,
 )
+from gatecfg.analysis.spread import spread_stretches
+from gatecfg.analysis.sums import LOCATION_LR_95, Sums
 from gatecfg.distributions import chi2_upper
 
 MBIC_CHANGE = 3.0  # ln n units per change point (Zhang & Siegmund 2007), not a tuning knob
-# Bound of a 95% likelihood-ratio interval for the place of a change. Not chi-square(1)'s 3.84: a place is
-# no regular parameter. Around the true place the log-likelihood ratio of the others is a two-sided random
-# walk with drift, whose maximum M has P(M > x) = 1 - (1 - e^-x)^2 (Hinkley 1970, in its Brownian limit);
-# 2x for a 5% tail is -2 ln(1 - sqrt(0.95)).
-LOCATION_LR_95 = -2 * math.log(1 - math.sqrt(0.95))
-# Long-run variance of `log((d[2k]^2 + d[2k+1]^2) / 2)` for first differences `d` of unit Gaussian noise
-# (variance 1.793 plus twice the lag-1 covariance 0.181), from a 4-million-night simulation;
-# `tests/test_regimes.py` recomputes it.
-LOG_POWER_LRV = 2.156
-# The long-run factor `1 + 2 rho` of Blom's normal scores of the pairs' mean squares at its largest over
-# noise distributions: 1.228 for Gaussian noise, 1.34 for Student-t(3), 1.46 for Cauchy, and 1.543 in
-# the limit of ever heavier tails, where a pair's mean square is set by the wildest of its three nights
-# and neighbouring pairs share one; `tests/test_regimes.py` recomputes the limit and the others.
-SCORE_LRV = 1.543
 # 95% quantile of chi-square(1).
 CHI2_1_95 = 3.841458820694124
 Kind = Literal["level", "spread", "drift"]
@@ -156,7 +143,7 @@ def levels(values: Array, coordinates: int) -> Detection:
         # ramp. With no noise to measure a change against, there is no change to report.
         return Detection((_first(n, 0.0),), 0.0, 0.0, ())
     per_night = MBIC_CHANGE * math.log(n) + 2 * math.log(max(1, coordinates))  # in noise variances
-    stretches, stretch_intervals = _spread_stretches(values, per_night)
+    stretches, stretch_intervals = spread_stretches(values, per_night)
     cleaned = values.copy()
     outliers: list[int] = []
     models: list[_Stretch] = []
@@ -177,196 +164,7 @@ def _first(n: int, scale: float) -> Segment:
     return Segment(0, n, "level", 0.0, scale, False, (0, 0))
 
 
-# --- the search: ruptures' exact C PELT over a sum of squares ------------------------------------------
-
-
-# --- step 1: stretches of one noise scale --------------------------------------------------------------
-
-
-def _spread_stretches(values: Array, per_night: float) -> tuple[list[int], list[tuple[int, int]]]:
-    """Starts of the stretches of one noise scale, each with its likely nights (inclusive).
-
-    The series searched is `log` of the mean square of consecutive pairs of first differences: a pair's
-    mean square is a two-degree-of-freedom variance estimate, whose log has a light enough left tail
-    that three calm nights in a row do not pass for a calmer regime (the log of a single squared
-    difference does: one near-zero difference in 20 is far below its mean).
-    """
-    diffs = np.diff(values)
-    if median(np.abs(diffs)) <= NUMERIC_NOISE * float(np.max(np.abs(values))):
-        # Half the nights repeat the previous value (a count, a quantised metric): the log of a zero
-        # difference carries no scale, and the Gaussian noise model this rests on does not hold.
-        return [0], [(0, 0)]
-    power = np.mean(diffs[: diffs.size // 2 * 2].reshape(-1, 2) ** 2, axis=1)
-    if power.size < 2 * MIN_REGIME:
-        return [0], [(0, 0)]
-    logs = np.log(np.maximum(power, float(np.min(power[power > 0]))))
-    outlying, neighbours = outlier_nights(logs)
-    logs = np.where(outlying, neighbours, logs)
-    # Neighbouring pairs share a night, so the logs are correlated at lag 1 (and only at lag 1): a
-    # segment mean's variance is the long-run variance `g0 + 2 g1`, not `g0`. Both come from lag-1 and
-    # lag-2 differences, which cancel the shifts being looked for: E(d2^2) = 2 g0, E(d1^2) = 2 (g0 - g1).
-    # Not the MAD, whose Gaussian consistency factor does not hold for the log of a variance estimate.
-    g0 = float(np.mean((logs[2:] - logs[:-2]) ** 2)) / 2
-    g1 = g0 - float(np.mean(np.diff(logs) ** 2)) / 2
-    # Never below its value under Gaussian noise (estimated from a few dozen pairs, it can come out low
-    # by chance; heavier tails only raise it); sharing a night never makes the logs anticorrelated.
-    scale = math.sqrt(max(g0 + 2 * g1, g0, LOG_POWER_LRV))
-    centred = logs - float(np.add.reduce(logs)) / logs.size
-    if float(np.dot(centred, centred)) <= per_night * scale**2:
-        return [0], [(0, 0)]  # no change of scale could pay its price, at any scale the search would use
-    found = long_run_pelt(logs, scale, per_night)[0]
-    blocks = _rank_confirmed(power, list(found), per_night)
-    # Pair k holds the differences into nights 2k+1 and 2k+2: a stretch of pairs from k is of nights 2k+1.
-    starts = [0, *(2 * k + 1 for k in blocks[1:])]
-    return _localise_spread(diffs, starts)
-
-
-def _rank_confirmed(power: Array, blocks: list[int], per_night: float) -> list[int]:
-    """The changes of scale among `blocks` (stretch starts, in pairs, 0 first) that a rank test
-    confirms at the price PELT charged for them; the weakest is dropped first, until every one left pays.
-
-    PELT on the logs prices a change for Gaussian noise, under which the logs have light tails; with
-    heavy-tailed noise (Student-t(3) nights) a few wild pairs in a stretch pass for a noisier regime. The
-    rank-transform test (Conover & Iman 1981) does not care how the noise is distributed: the pairs'
-    mean squares between a change's neighbours are replaced by Blom's normal scores of their ranks, whose
-    distribution is the same whatever the noise, and the two-sample statistic on them (the squared
-    difference of means over its variance) must exceed `per_night`, as the log-likelihood ratio must in
-    PELT. Neighbouring pairs share a night, so the variance of a mean is the within-stretch variance times
-    the long-run factor `1 + 2 rho` of the scores. That factor depends on the noise's tails (the ranks do
-    not), and estimated from a few dozen pairs it is too noisy to hold the test's level: it is taken at
-    its largest over noise distributions, `SCORE_LRV`, so the test is as distribution-free as its ranks.
-    """
-    if len(blocks) < 2:
-        return blocks
-    blocks = list(blocks)
-    while len(blocks) > 1:
-        bounds = [*blocks, power.size]
-        tests = []
-        for left, at, right in zip(bounds, bounds[1:], bounds[2:], strict=False):
-            local = _normal_scores(power[left:right])
-            before, after = local[: at - left], local[at - left :]
-            squares = float(np.sum((before - before.mean()) ** 2) + np.sum((after - after.mean()) ** 2))
-            variance = squares / (local.size - 2) * SCORE_LRV * (1 / before.size + 1 / after.size)
-            tests.append(float(after.mean() - before.mean()) ** 2 / max(variance, 1e-12))
-        weakest = int(np.argmin(tests))
-        if tests[weakest] > per_night:
-            break
-        del blocks[weakest + 1]
-    return blocks
-
-
-def _noise_pool(values: Array, segments: Sequence[Segment]) -> Array:
-    """Every night's distance to its own regime (its median, or its line), in units of its stretch's
-    night-to-night scale, sorted: the noise's own distribution, tails and skew included."""
-    parts = []
-    for s in segments:
-        part = values[s.start : s.stop]
-        centred = (
-            fit_residuals(values, s.start, s.stop, True)[0] if s.kind == "drift" else part - median(part)
-        )
-        parts.append(centred / max(s.noise, 1e-300))
-    return np.sort(np.concatenate(parts))
-
-
-def _ranks(values: Array) -> Array:
-    """Ranks from 1, tied values sharing their mean rank."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    below = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return np.asarray(below + (counts + 1) / 2, dtype=np.float64)[inverse]
-
-
-def _normal_scores(values: Array) -> Array:
-    """Blom's normal scores: `Phi^-1((rank - 3/8) / (n + 1/4))`, tied values sharing their mean rank."""
-    quantile = NormalDist().inv_cdf
-    fractions = (_ranks(values) - 0.375) / (values.size + 0.25)
-    return np.fromiter((quantile(q) for q in fractions), np.float64, values.size)
-
-
-def _localise_spread(diffs: Array, starts: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
-    """Each change of scale at the night that best splits the ranks between its neighbours, with the
-    likely nights around it.
-
-    What is ranked is the sum of squares of every two consecutive differences (a local two-degree-of-
-    freedom variance estimate over three nights; overlapping, so every night is a candidate), and the
-    split is the least-squares one on their ranks within the neighbours: a two-sample rank statistic
-    maximised over the split, as Pettitt (1979) locates a change. Ranks do not let a heavy-tailed night
-    drag the split the way it drags a variance or even a log; the pair halves the weight of a single
-    near-zero difference. The likely nights are the splits within `LOCATION_LR_95` of the best in units
-    of the ranks' long-run variance (pairs three or more apart share no night: lags 1 and 2 count).
-    """
-    power = diffs[:-1] ** 2 + diffs[1:] ** 2  # pair j: differences j and j+1, over nights j..j+2
-    n = diffs.size + 1
-    intervals = [(0, 0)] * len(starts)
-    for i in range(1, len(starts)):
-        left, right = starts[i - 1], starts[i + 1] if i + 1 < len(starts) else n
-        splits = np.arange(left + MIN_REGIME, right - MIN_REGIME + 1)
-        if splits.size == 0:
-            intervals[i] = (starts[i], starts[i])
-            continue
-        ranks = _ranks(power[left : right - 2])  # the pairs wholly within the nights left..right-1
-        # g0 + 2 g1 + 2 g2 from differences at lags 1-3, which a change moves only a few times:
-        # E((x[t+k] - x[t])^2) = 2 (g0 - gk), and g3 = 0.
-        semi = [float(np.mean((ranks[k:] - ranks[:-k]) ** 2)) / 2 for k in (1, 2, 3)]
-        long_run = max(5 * semi[2] - 2 * semi[0] - 2 * semi[1], semi[2])
-        if long_run <= 0:  # every pair alike: nothing tells one night from another
-            intervals[i] = (starts[i], starts[i])
-            continue
-        sums = _Sums(ranks / math.sqrt(long_run))
-        # Night p starts the new scale: pairs over nights up to p-1 (j < p-2) before, from p (j >= p) after.
-        total = sums.level_sse(0, splits - 2 - left) + sums.level_sse(splits - left, ranks.size)
-        k = int(np.argmin(total))
-        starts[i] = int(splits[k])
-        likely = splits[total - total[k] <= LOCATION_LR_95]
-        intervals[i] = (int(likely.min()), int(likely.max()))
-    return starts, intervals
-
-
 # --- steps 2-6, within a stretch: levels, drifts, their places ----------------------------------------
-
-
-class _Sums:
-    """Prefix sums that give any segment's least-squares level or line in O(1), vectorised.
-
-    The line is on `x`, the night's index unless given (the staircase test below uses a line that
-    starts at a turn)."""
-
-    def __init__(self, y: Array, x: Array | None = None) -> None:
-        t = np.arange(y.size, dtype=np.float64) if x is None else x
-        self._c = [
-            np.concatenate([[0.0], np.cumsum(v)]) for v in (np.ones_like(y), t, t * t, y, y * y, t * y)
-        ]
-
-    def _moments(self, a: Any, b: Any) -> tuple[Any, ...]:
-        return tuple(c[b] - c[a] for c in self._c)
-
-    def centred(self, a: Any, b: Any) -> tuple[Any, Any, Any]:
-        """Sums of squares and cross-products of `y` and `x` about the segment's means."""
-        n, st, stt, sy, syy, sty = self._moments(a, b)
-        return np.maximum(syy - sy * sy / n, 0.0), np.maximum(stt - st * st / n, 0.0), sty - st * sy / n
-
-    def level_sse(self, a: Any, b: Any) -> Any:
-        return self.centred(a, b)[0]
-
-    def line(self, a: Any, b: Any) -> tuple[Any, Any]:
-        """Residual sum of squares of the least-squares line, and its slope."""
-        syy, sxx, sxy = self.centred(a, b)
-        sxx = np.maximum(sxx, 1e-12)
-        return np.maximum(syy - sxy * sxy / sxx, 0.0), sxy / sxx
-
-    def turning(self, a: int, b: int) -> tuple[Any, Any]:
-        """For each night `c` a level can turn at: the residual sum of squares of a level on `a:c` that
-        turns at `c` into a line continuing from it (no jump) to `b`; and those nights."""
-        turns = np.arange(a + MIN_REGIME, b - MIN_REGIME + 1)
-        n, _, _, sy, syy, _ = self._moments(a, b)
-        m, st, stt, sym, _, sty = self._moments(turns, b)
-        # The line's regressor is u = t - (c - 1) from night c on, 0 before: 0 on the level's last night.
-        at = (turns - 1).astype(np.float64)
-        su = st - at * m
-        suu = stt - 2 * at * st + at * at * m
-        suy = sty - at * sym
-        sxx = np.maximum(suu - su * su / n, 1e-12)
-        sxy = suy - su * sy / n
-        return np.maximum(syy - sy * sy / n - sxy * sxy / sxx, 0.0), turns
 
 
 @dataclass(frozen=True)
@@ -404,7 +202,7 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         sigma = within
         starts = pelt((part - median(part)) / sigma, per_night)
     y = (part - median(part)) / sigma
-    sums = _Sums(y)
+    sums = Sums(y)
     blocked = np.zeros(y.size, dtype=bool)
     no_line = np.zeros(y.size + 1)  # prefix counts of `blocked`
 
@@ -577,7 +375,7 @@ def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     """
     if len(steps) < 2:
         return False
-    sums = _Sums(y, np.maximum(0.0, np.arange(y.size, dtype=np.float64) - (turn - 1)))
+    sums = Sums(y, np.maximum(0.0, np.arange(y.size, dtype=np.float64) - (turn - 1)))
     steps = list(steps)
 
     def inside(pairs: Sequence[tuple[int, int]]) -> tuple[Any, Any, Any]:
@@ -696,6 +494,19 @@ def _jumps(cleaned: Array, before: Segment, after: tuple[int, int], scale: float
 
 
 # --- step 10: every change judged again against the residuals of the whole fit -------------------------
+
+
+def _noise_pool(values: Array, segments: Sequence[Segment]) -> Array:
+    """Every night's distance to its own regime (its median, or its line), in units of its stretch's
+    night-to-night scale, sorted: the noise's own distribution, tails and skew included."""
+    parts = []
+    for s in segments:
+        part = values[s.start : s.stop]
+        centred = (
+            fit_residuals(values, s.start, s.stop, True)[0] if s.kind == "drift" else part - median(part)
+        )
+        parts.append(centred / max(s.noise, 1e-300))
+    return np.sort(np.concatenate(parts))
 
 
 def _spread_gain(cleaned: Array, before: Segment, after: Segment) -> float:
