@@ -881,3 +881,38 @@ def test_a_quiet_coordinate_is_searched_once(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(readings, "levels", counted)
     assert detect(0.3 + 0.01 * np.random.default_rng(25).normal(0, 1, 20), 10_000).starts == (0,)
     assert calls == [20]
+
+
+@pytest.mark.parametrize("coordinates", [1, 10_000])
+def test_a_quiet_stretch_known_without_a_search_is_what_the_search_finds(
+    monkeypatch: pytest.MonkeyPatch, coordinates: int
+) -> None:
+    # `_quiet` settles most stretches of `--all`'s quiet coordinates without the search: it must say one
+    # level only where the search would find one, at the scale the search would end at. Short series of
+    # noise, of a small step, of a slow drift and of a wandering walk, near the price either way.
+    rng = np.random.default_rng(26)
+    series = []
+    for k in range(400):
+        n = (12, 20, 30, 60)[k % 4]
+        values = rng.normal(0, 1, n)
+        shape = k % 3
+        if shape == 1:
+            values[n // 2 :] += rng.uniform(0, 2)
+        elif shape == 2:
+            values += np.linspace(0, rng.uniform(0, 2), n)
+        series.append(values)
+    quick = [changepoints.levels(v, coordinates) for v in series]
+    monkeypatch.setattr(changepoints, "_quiet", lambda *args: False)
+    searched = [changepoints.levels(v, coordinates) for v in series]
+    for a, b in zip(quick, searched, strict=True):
+        assert [(s.start, s.kind) for s in a.segments] == [(s.start, s.kind) for s in b.segments]
+        assert [s.scale for s in a.segments] == pytest.approx([s.scale for s in b.segments], rel=1e-9)
+    # ... and it does settle most of them: what makes `--all` fast.
+    monkeypatch.undo()
+    settled = sum(
+        changepoints._quiet(
+            v - v.mean(), noise_model.noise_scale(v), changepoints.MBIC_CHANGE * math.log(v.size)
+        )
+        for v in series
+    )
+    assert settled >= 100

@@ -190,12 +190,11 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         return _Stretch(start, stop, sigma, sigma, (start,), (False,), (0.0,), ((start, start),))
     noise = sigma
     centred = part - float(np.add.reduce(part)) / part.size
-    if float(np.dot(centred, centred)) <= per_night * sigma**2:
-        # Every change or line would save at most the whole sum of squares, in units of a scale at least
-        # `sigma`: less than the price of one. The stretch is one level, at the scale the search would
-        # start from (what most of thousands of quiet coordinates scanned by `--all` come to).
-        wide = starting_scale(centred, sigma, max(sigma, long_run_sd(centred)))
-        return _Stretch(start, stop, wide, noise, (start,), (False,), (0.0,), ((start, start),))
+    if _quiet(centred, sigma, per_night):
+        # What most of the thousands of quiet coordinates `--all` scans come to, without a search.
+        return _Stretch(
+            start, stop, _quiet_scale(centred, sigma), noise, (start,), (False,), (0.0,), ((start, start),)
+        )
     starts, sigma = long_run_pelt(part, sigma, per_night)
     within = _residual_scale(part, starts)
     if within > sigma:
@@ -285,6 +284,37 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         tuple(slopes),
         tuple((start + lo, start + hi) for lo, hi in intervals),
     )
+
+
+def _quiet(centred: Array, sigma: float, per_night: float) -> bool:
+    """Whether the search of `_fit_stretch` would find one level in these nights (`centred` on their mean),
+    known without it. Every model it weighs saves at most the whole sum of squares, in units of a scale
+    never below `sigma`, and each change, slope or turn costs a price: below one price nothing pays;
+    below two, only a model with a single priced part could, and each of those (one change of level,
+    one line, one level that turns into a line) is measured here at `sigma`, where it saves the most."""
+    n = centred.size
+    total = float(np.dot(centred, centred)) / sigma**2
+    price = min(per_night, float(_slope_price(0, n, n, per_night)))
+    if total <= price:
+        return True
+    if total > 2 * price:
+        return False
+    sums = Sums(centred / sigma)
+    splits = np.arange(MIN_REGIME, n - MIN_REGIME + 1)
+    split = total - float(np.min(sums.level_sse(0, splits) + sums.level_sse(splits, n)))
+    line = total - float(sums.line(0, n)[0])
+    turn = total - float(np.min(sums.turning(0, n)[0]))
+    return max(split, line, turn) < price
+
+
+def _quiet_scale(centred: Array, short: float) -> float:
+    """The scale `_fit_stretch` ends at where its search finds one level (`_quiet`): `long_run_pelt`'s
+    with no change found, or the nights' standard deviation where that is larger."""
+    ceiling = max(short, long_run_sd(centred))
+    sigma = starting_scale(centred, short, ceiling)
+    if ceiling > sigma * 1.01:
+        sigma = ceiling
+    return max(sigma, _residual_scale(centred, (0,)))
 
 
 def _slope_price(a: Any, b: Any, n: int, per_night: float) -> Any:
