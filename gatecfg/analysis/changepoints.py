@@ -115,9 +115,8 @@ class Detection:
     sigma: float  # robust noise scale of the newest stretch of one noise scale
     penalty: float  # cost of one change point, in the series' units squared, at that scale
     outliers: tuple[int, ...]  # indices replaced by their neighbourhood's median before detection
-    in_logs: bool = (
-        False  # read in logs (noise in proportion to the level), its figures in the metric's units
-    )
+    # Read in logs (noise in proportion to the level, step 12); its figures are in the metric's units.
+    in_logs: bool = False
 
     @property
     def starts(self) -> tuple[int, ...]:
