@@ -107,6 +107,13 @@ def add_analytics(sub: SubParsers) -> None:
         metavar="DATE",
         help="record files whose names hold no date: the first is dated DATE, each next one a day later",
     )
+    p.add_argument(
+        "--trust-all",
+        action="store_true",
+        help="a history known to be clean: every run trusted (its export's `trusted` aside), none judged out "
+        "of its baseline. Default: each run is judged and stored as a nightly `evaluate --write` would have "
+        "(its failures kept out of their gates' baselines, shifts followed as the policy says)",
+    )
     gates_option(p)
     db_option(p)
     series_option(p)
@@ -173,6 +180,7 @@ def _import(args: argparse.Namespace) -> int:
         labels=series_labels(args.series),
         name_pattern=args.name_pattern,
         start=args.start,
+        trust_all=args.trust_all,
     )
 
 

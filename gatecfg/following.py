@@ -11,11 +11,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from gatecfg.resolve import Policy
-from gatecfg.shifts import Shift, Stale, find_shift, find_stale
-from gatecfg.store.direct import DirectStore
+from gatecfg.shifts import Recent, Shift, Stale, find_shift, find_stale
 from gatecfg.verdicts import GateVerdicts
+
+
+class RecentReads(Protocol):
+    """What `follow` reads of a store: the live store's, or a replay's history in memory."""
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]: ...
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class Following:
 
 
 def follow(
-    store: DirectStore,
+    store: RecentReads,
     results: Sequence[GateVerdicts],
     policy: Policy,
     *,

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gatecfg.escape import invisible_characters
+from gatecfg.membership import Baseline
 
 # `all`, `last`, or distinct steps >= 0 (kept sorted).
 Steps = Literal["all", "last"] | tuple[int, ...]
@@ -35,7 +36,6 @@ MAX_NAME_BYTES = 512
 
 # Policy values: the centre of the band, and which stored runs form it.
 Reference = Literal["mean", "median"]
-Baseline = Literal["trusted", "nightly"]
 # What a gate does about steps its baseline holds and tonight's run did not log (a crash, a rename).
 Missing = Literal["fail", "warn", "ignore"]
 # The harmful directions of a budget rule.

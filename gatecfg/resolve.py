@@ -30,9 +30,9 @@ from typing import Any
 
 from gatecfg.errors import GateFileError, InputError, Location, Problem
 from gatecfg.keys import constraint_key, coordinate_hash, steps_key
+from gatecfg.membership import Baseline
 from gatecfg.models import (
     BaseFile,
-    Baseline,
     Constraint,
     GateFile,
     GateSpec,

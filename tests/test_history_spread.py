@@ -161,4 +161,4 @@ def test_history_fits_80_columns_without_folding_a_word(
     text = run_cli("history", "--test", TEST, "--metric", "train/loss", "--db", db).out
 
     assert max(len(line) for line in text.splitlines()) <= 80, text
-    assert {"written", "commit", "trust", "status", "trusted", "night-7"} <= set(text.split())
+    assert {"written", "commit", "baseline", "status", "in", "night-7"} <= set(text.split())

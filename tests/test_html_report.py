@@ -110,14 +110,15 @@ def test_the_report_loads_nothing_from_the_network(history: tuple[Scenario, str]
                     assert (page.parent / target.split("#")[0]).exists(), target
 
 
-def test_charts_mark_untrusted_runs_failures_limits_and_the_commits_that_opened_regimes(
+def test_charts_mark_values_out_of_the_baseline_failures_limits_and_the_commits_that_opened_regimes(
     history: tuple[Scenario, str], tmp_path: Path
 ) -> None:
     found, db = history
     text = _page(_report(found, db, tmp_path / "site")).read_text()
     figures = text.split('<figure class="gate-plot"')[1:]
     eval_chart = next(f for f in figures if f'data-metric="{EVAL}"' in f)
-    assert "untrusted run" in eval_chart  # the crashed night, exported untrusted
+    assert "untrusted by hand" in eval_chart  # the crashed night, exported untrusted
+    assert "out of the baseline (failed)" in eval_chart  # nights its gate kept out of its baseline
     assert "failed the gate" in eval_chart  # regime 3 sits below limits.min 0.50
     assert "limits.min 0.5" in eval_chart
     for merge in MERGES:

@@ -155,7 +155,7 @@ def test_a_regime_shorter_than_the_window_is_called_out_for_band_gates(
     found, db = scenario
     code, out, _ = _rebaseline(found, db, "--metric", REWARD, "--last", "8")
     assert code == 0
-    assert "band    only 8 trusted runs in the regime < window 20" in out
+    assert "band    only 8 runs of the regime in its baseline < window 20" in out
     assert "averages up to 12 runs from before" in out
 
 

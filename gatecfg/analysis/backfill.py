@@ -1,24 +1,21 @@
 """Imported runs keyed through the test's gate file, with the verdicts `evaluate --write` would have stored.
 
 Each gate selects its values from an imported run exactly as `evaluate` selects them from a record
-(`gatecfg.select`), at the gate's coordinate for the series. Each value is then judged as if the runs had
-been evaluated nightly in date order: every run, stored or imported, is judged against the runs before it
-under the test's policy (a block of runs at a time, `gatecfg.analysis.matrix`), so the stored status,
-reference and band are the ones a nightly `evaluate --write` would have written, and the report's
-band-over-time plot covers the backfill.
-
-Trust is what the export says (trusted unless a `trusted` column or key says otherwise), not the replayed
-verdict: the team that exported the runs knows which nights were good. A stored run takes part in the
-replay with the trust the store gives it now.
+(`gatecfg.select`), at the gate's coordinate for the series. The runs are then replayed in date order as
+nightly `evaluate --write`s (`gatecfg.analysis.replayer`, which reads baselines through
+`gatecfg.membership` as the live path does): each value is stored with the status, band, per-gate trust and
+rejoin the nightly would have stored, and the shifts it would have accepted are recorded. A run the
+export marks untrusted is untrusted by hand. `import --trust-all` trusts every run instead (today's
+"the export is clean"). A stored run takes part in the replay with the trust the store gives it now, and
+keeps it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import threading
-from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from queue import Full, Queue
@@ -28,13 +25,14 @@ import numpy as np
 
 from gatecfg import __version__
 from gatecfg.analysis.importer import Entry, Export, ImportedRun
-from gatecfg.analysis.matrix import GateMatrix, stored_columns
-from gatecfg.analysis.replayer import StoredRun
+from gatecfg.analysis.replayer import Replayer, RunReplay, StoredRun
 from gatecfg.errors import InputError
 from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import select
+from gatecfg.shifts import Shift
 from gatecfg.store import STATUSES, CoordinateSpec, PointColumns, RunInfo, ValueColumns
+from gatecfg.verdicts import trusted
 
 # `replay` reads only the values of the runs it judges; the status a value was written with is for
 # backtest's "recorded" comparison, which an import never makes.
@@ -107,15 +105,23 @@ def _column(gate: ResolvedGate, run: ImportedRun) -> ValueColumns | None:
 
 @dataclass
 class Backfill:
-    """The runs of an export to write, judged in date order among the series' stored runs, produced one
-    at a time (`runs`); what was produced is counted as it goes."""
+    """The runs of an export to write, replayed in date order among the series' stored runs as nightly
+    `evaluate --write`s of them (`gatecfg.analysis.replayer`): the statuses, per-gate trust, rejoins and
+    accepted shifts a nightly would have stored. With `trust_all`, every run is trusted instead, as the
+    export's `trusted` column says (a history known to be clean). What was produced is counted."""
 
     test: ResolvedTest
     series: str
     labels: Mapping[str, str]
     export: Export
+    trust_all: bool = False
     values: int = 0
     coordinates: set[str] = field(default_factory=set)
+    # What the replay accepted, in order, with the run that accepted it: recorded after the runs.
+    shifts: list[tuple[Shift, RunInfo]] = field(default_factory=list)
+    # Runs the export marks untrusted: kept out of every baseline, as `gatecfg untrust` keeps them.
+    untrusted: list[str] = field(default_factory=list)
+    failing: int = 0  # imported runs a gate kept out of its baseline when judged
 
     @property
     def undeclared(self) -> tuple[str, ...]:
@@ -129,94 +135,80 @@ class Backfill:
 
     def runs(
         self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
-    ) -> Iterator[tuple[RunInfo, Points]]:
-        """The runs of `blocks`, one at a time."""
-        return itertools.chain.from_iterable(self.blocks(stored, already_stored=already_stored))
-
-    def blocks(
-        self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
-    ) -> Iterator[list[tuple[RunInfo, Points]]]:
-        """The export's runs but `already_stored` ones, oldest first, with the points `evaluate --write`
-        would have stored, a judged block of runs at a time: each judged against the runs before it,
-        imported or `stored` (the series' stored runs, oldest first, with the trust the store gives them
-        now), stored-first at equal times.
-
-        Every run's trust is known (the export's, the store's), so whether it joins the baselines is too:
-        the runs are judged a block at a time, each gate's block as one matrix (`GateMatrix`), exactly as
-        one by one."""
+    ) -> list[tuple[RunInfo, Points]]:
+        """The export's runs but `already_stored` ones, oldest first, with the points a nightly `evaluate
+        --write` of each would have stored: each judged against the runs before it, imported or `stored`
+        (the series' stored runs, oldest first, with the trust the store gives them now, which the
+        import does not change), stored-first at equal times."""
         check_shapes(self.test, self.export)
-        tails: dict[str, GateMatrix] = {}
+        replayer = Replayer(self.test, self.series, self.test.policy)
         earlier = iter(stored)
         pending = next(earlier, None)
-        block: list[tuple[StoredRun, ImportedRun | None]] = []
-        size = 0
+        judged: list[tuple[ImportedRun, RunReplay]] = []
         for run in self.export.runs(skip=already_stored):
-            # The stored runs up to this one's time only join the baselines: their trust is set.
             while pending is not None and pending[0] <= run.created_at:
-                block.append((pending[1], None))
+                replayer.judge(pending[1])
                 pending = next(earlier, None)
-            imported = self._stored_run(run)
-            block.append((imported, run))
-            size += sum(map(len, imported.values.values()))
-            if size >= BLOCK_VALUES:
-                yield list(self._judged(block, tails))
-                block, size = [], 0
-        if block:
-            yield list(self._judged(block, tails))
+            replayed = replayer.judge(self._stored_run(run), at=run.created_at)
+            judged.append((run, replayed))
+            self.shifts += [(shift, self._info(run, False)) for shift in replayed.following.accept]
+        # A failed value's rejoin is known once the replay is over (a later night's pass); an accepted
+        # shift's runs are marked as the shift is recorded (store/follow.py), under its stored number.
+        rejoined = {
+            (coordinate, row.run_id): row.facts.rejoined
+            for coordinate, history in replayer.histories.items()
+            for row in history.rows
+            if row.facts.rejoined == "recovered"
+        }
+        return [self._written(run, replayed, rejoined) for run, replayed in judged]
 
-    def _judged(
-        self, block: Sequence[tuple[StoredRun, ImportedRun | None]], tails: dict[str, GateMatrix]
-    ) -> Iterator[tuple[RunInfo, Points]]:
-        """The imported runs of `block` with their points; `tails` carries each gate's baselines on."""
-        policy = self.test.policy
-        runs = [run for run, _ in block]
-        qualifies = np.array(
-            [
-                run.trust_override if policy.baseline == "trusted" else not run.untrusted_by_hand
-                for run in runs
-            ],
-            bool,
-        )
-        judged = np.array([i for i, (_, imported) in enumerate(block) if imported is not None], np.int64)
-        points: list[Points] = [{} for _ in judged]
-        for gate in self.test.gates:
-            key = (gate.metric, gate.steps_key)
-            matrix = GateMatrix.stored(gate, [run.values.get(key) for run in runs])
-            matrix = matrix.after(tails.get(gate.metric))
-            carried = len(matrix.values) - len(runs)  # the tail's rows come first
-            pooled = np.concatenate([np.ones(carried, bool), qualifies])
+    def _written(
+        self, run: ImportedRun, replayed: RunReplay, rejoined: Mapping[tuple[str, str], str | None]
+    ) -> tuple[RunInfo, Points]:
+        points: dict[CoordinateSpec, PointColumns] = {}
+        for r in replayed.results.values():
+            kept = r.stored_columns()
+            if not len(kept):
+                continue
             spec = CoordinateSpec(
-                coordinate=gate.coordinate(self.series),
+                coordinate=r.coordinate,
                 series_key=self.series,
                 test=self.test.test,
-                metric=gate.metric,
-                steps_key=gate.steps_key,
-                constraint_key=gate.constraint_key,
+                metric=r.gate.metric,
+                steps_key=r.gate.steps_key,
+                constraint_key=r.gate.constraint_key,
             )
-            for found, kept in zip(
-                points, stored_columns(matrix, pooled, policy, judged + carried), strict=True
-            ):
-                if kept is not None and len(kept):
-                    found[spec] = kept
-                    self.values += len(kept)
-                    self.coordinates.add(spec.coordinate)
-            tails[gate.metric] = matrix.tail(pooled, policy.window)
-        for at, found in zip(judged.tolist(), points, strict=True):
-            yield self._info(cast(ImportedRun, block[at][1])), found
+            points[spec] = dataclasses.replace(
+                kept,
+                # Trusting every run stores only the run's trust, which then counts for each gate.
+                gate_trusted=None if self.trust_all else not r.blocks_trust,
+                rejoined=None if self.trust_all else rejoined.get((r.coordinate, run.run_id)),
+            )
+            self.values += len(kept)
+            self.coordinates.add(spec.coordinate)
+        is_trusted = run.trusted if self.trust_all else trusted(list(replayed.results.values()))
+        self.failing += not is_trusted
+        if not run.trusted and not self.trust_all:
+            self.untrusted.append(run.run_id)
+        return self._info(run, is_trusted), points
 
     def _stored_run(self, run: ImportedRun) -> StoredRun:
         columns = {(g.metric, g.steps_key): _column(g, run) for g in self.test.gates}
+        # The export's word on a run is trust set by hand: a run it marks untrusted never joins; trusting
+        # every run trusts each of them so.
+        hand = run.trusted if self.trust_all else (None if run.trusted else False)
         return StoredRun(
             run_id=run.run_id,
             commit=run.commit,
             series_key=self.series,
             labels=dict(self.labels),
-            trust_override=run.trusted,
+            trust_override=hand,
             gate_trusted=run.trusted,
             values={key: column for key, column in columns.items() if column is not None},
+            created_at=run.created_at,
         )
 
-    def _info(self, run: ImportedRun) -> RunInfo:
+    def _info(self, run: ImportedRun, is_trusted: bool) -> RunInfo:
         return RunInfo(
             run_id=run.run_id,
             test=self.test.test,
@@ -228,7 +220,7 @@ class Backfill:
             ci_run_attempt=None,
             url=None,
             created_at=run.created_at,
-            gate_trusted=run.trusted,
+            gate_trusted=is_trusted,
             written_by=WRITTEN_BY,
         )
 

@@ -34,8 +34,8 @@ import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.analysis.replayer import Replay, Shift, StoredRun, replay
-from gatecfg.analysis.trust_rounds import BulkTrust
-from gatecfg.models import MAX_STEP, Baseline
+from gatecfg.membership import Baseline
+from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP
 from gatecfg.store import STATUSES
@@ -362,9 +362,8 @@ def backtest(
     for series, chosen in series_runs(runs).items():
         # Only the verdicts of the gates reported are kept: a replayed gate holds a window per run.
         keep = None if metric is None else {metric}
-        bulk = BulkTrust(test, chosen)
-        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject, bulk=bulk)
-        other = replay(test, series, chosen, other_policy, keep=keep, bulk=bulk)
+        after = replay(test, series, chosen, test.policy, keep=keep, inject=inject)
+        other = replay(test, series, chosen, other_policy, keep=keep)
         prior = (
             replay(against, series, chosen, against.policy, keep=keep)
             if isinstance(against, ResolvedTest)

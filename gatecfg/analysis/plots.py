@@ -121,7 +121,7 @@ def _draw(ax: Any, chart: Chart) -> None:
     untrusted = [i for i, n in enumerate(nights) if not n.trusted and not n.untrusted_by_hand]
     by_hand = [i for i, n in enumerate(nights) if n.untrusted_by_hand]
     ax.scatter(
-        trusted, [values[i] for i in trusted], s=9, color=COLORS["value"], label="trusted run", zorder=3
+        trusted, [values[i] for i in trusted], s=9, color=COLORS["value"], label="in the baseline", zorder=3
     )
     if untrusted:
         ax.scatter(
@@ -130,7 +130,7 @@ def _draw(ax: Any, chart: Chart) -> None:
             s=28,
             marker="x",
             color=COLORS["fail"],
-            label="untrusted run",
+            label="out of the baseline (failed)",
             zorder=4,
         )
     if by_hand:

@@ -1,25 +1,36 @@
-"""The replay of one series' stored nightlies, oldest first, each judged by evaluate's own rules against
-baselines formed only from the runs before it (`Replayer`, `replay`); the stored runs it is handed, and the
-synthetic regression (`Shift`) a backtest may inject. `gatecfg.analysis.backtest` reports on replays."""
+"""The replay of one series' stored nightlies, oldest first, each judged as a nightly `evaluate --write` of
+it would have judged and stored it (`Replayer`, `replay`); the stored runs it is handed, and the synthetic
+regression (`Shift`) a backtest may inject. `gatecfg.analysis.backtest` reports on replays, `gatecfg
+import` stores what they decide.
+
+A replay keeps the history it writes in memory, as the store keeps it: per gate, each run's values with
+the facts `gatecfg.membership` reads (the gate's own verdict, trust set by hand, rejoins, accepted
+shifts). Each night's windows come from `membership`, what follows from its verdicts (a rejoin, a shift
+accepted after `policy.accept_shift_after` nightlies) from `gatecfg.following`, the code the live path
+calls. Trust is per gate, so a gate's replay needs no other gate: a replay of some gates judges only those.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from gatecfg.analysis.matrix import stored_selection
-from gatecfg.analysis.trust_rounds import BulkTrust
 from gatecfg.band import Band, band, ragged_bands
+from gatecfg.following import Following, follow
+from gatecfg.membership import Baseline, Facts, cause, joins, rejoined, standing, taken_by_shift
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
-from gatecfg.select import Selection
-from gatecfg.store import RunRow, Store, ValueColumns
+from gatecfg.select import LAST_STEP, Selected, Selection
+from gatecfg.shifts import Recent
+from gatecfg.shifts import Shift as FollowedShift
+from gatecfg.store import PointColumns, RunRow, Store, ValueColumns
 from gatecfg.verdicts import GateVerdicts, Status, evaluate, trusted
 from gatecfg.windows import Baselines, Window
 
@@ -35,6 +46,9 @@ class StoredRun:
     trust_override: bool | None
     gate_trusted: bool
     values: Mapping[tuple[str, str], ValueColumns]  # the status: the verdict when written
+    created_at: datetime | None = None  # None: a run built by hand, replayed in the order given
+    # Trust set by hand on one metric's values of this run (`trust --metric`), by metric.
+    metric_overrides: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def untrusted_by_hand(self) -> bool:
@@ -45,9 +59,37 @@ class StoredRun:
 class RunReplay:
     run: StoredRun
     results: Mapping[str, GateVerdicts]  # by metric: each step's status, its band built when asked for
-    trusted: bool
+    trusted: bool  # no replayed gate kept the run out of its baseline (or trust set by hand)
     # With `--inject`: by metric, the gate's status on this night with the regression injected.
     injected: Mapping[str, Status] = dataclasses.field(default_factory=dict)
+    following: Following = dataclasses.field(default_factory=Following)
+
+
+def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
+    """A stored value as `select` would have handed it to `judge` (a non-finite one only where gated)."""
+    logged = None if step == LAST_STEP else step
+    if math.isfinite(value):
+        return Selected(step, logged, value, None, None)
+    if not gate.gated:
+        return None
+    reason = "value is NaN" if math.isnan(value) else f"value is {'-' * (value < 0)}Infinity"
+    return Selected(step, logged, None, reason, None)
+
+
+def stored_selection(gate: ResolvedGate, stored: ValueColumns | None) -> Selection:
+    """A run's stored values of a gate, by step, as `select` would have handed them to `judge`."""
+    if stored is None:
+        return Selection([], [], [], [], [])
+    steps = stored.steps.tolist()
+    if np.isfinite(stored.values).all():
+        logged = [None if step == LAST_STEP else step for step in steps] if LAST_STEP in steps else steps
+        none = [None] * len(steps)
+        return Selection(steps, logged, stored.values.tolist(), none, none, numbers=stored.values)
+    return Selection.of(
+        s
+        for step, value in zip(steps, stored.values.tolist(), strict=True)
+        if (s := _selected(gate, step, value))
+    )
 
 
 SHIFT = re.compile(r"^(?P<sign>[+-]?)(?P<size>\d+(?:\.\d*)?|\.\d+)(?P<unit>sigma|%)$")
@@ -111,74 +153,131 @@ class Replay:
     inject: Shift | None = None  # the regression each night was also judged with
 
 
-class _Pool:
-    """One gate's values of the runs that qualify for a baseline, oldest first: a runs x steps matrix while
-    every such run holds a finite value at the same steps (nearly always), per-step lists from the first run
-    that does not. A run's window is then the matrix's newest rows, taken whole. Only the newest `width`
-    values of a step can enter a window, so the pool keeps at most twice as many: a replay of years of
-    nightlies holds a window's worth of them per gate."""
+@dataclass(slots=True)
+class _Row:
+    """One run's stored values of a gate, with the facts its baseline reads, as the store keeps them."""
 
-    def __init__(self, width: int) -> None:
-        self._width = width
-        self._steps: tuple[int, ...] | None = None
-        self._rows: list[npt.NDArray[np.float64]] = []
-        self._lists: dict[int, list[float]] | None = None
+    run_id: str
+    commit: str | None
+    created_at: datetime
+    facts: Facts
+    steps: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float64]  # finite: a step without one stores nothing
+    refs: npt.NDArray[np.float64]  # NaN: no reference
 
-    def add(self, steps: Sequence[int], values: npt.NDArray[np.float64]) -> None:
-        """A run's values at `steps` (NaN: an error, which no baseline holds)."""
-        errors = np.isnan(values)
-        if self._lists is None and not errors.any() and self._steps in (None, tuple(steps)):
-            self._steps = tuple(steps)
-            self._rows.append(values)
-            if len(self._rows) > 2 * self._width:
-                del self._rows[: -self._width]
-            return
-        lists = self._as_lists()
-        for step, value, error in zip(steps, values.tolist(), errors.tolist(), strict=True):
-            if not error:
-                pool = lists.setdefault(step, [])
-                pool.append(value)
-                if len(pool) > 2 * self._width:
-                    del pool[: -self._width]
 
-    def window(self, steps: Sequence[int], width: int) -> Window | None:
-        """The window of a run that selected `steps`: each step's newest `width` values, newest first."""
-        if self._lists is not None:
-            return Window.from_lists(
-                {step: pool[-width:][::-1] for step in steps if (pool := self._lists.get(step))}
+class GateHistory:
+    """One coordinate's stored rows, oldest first, as a nightly `--write` leaves them."""
+
+    def __init__(self) -> None:
+        self.rows: list[_Row] = []
+        self.shift_start: datetime | None = None  # the newest accepted shift's first run
+        self._steps: frozenset[int] | None = frozenset()  # the one set of steps every row holds, if any
+
+    def facts(self, row: _Row) -> Facts:
+        if self.shift_start is not None and row.created_at < self.shift_start:
+            return dataclasses.replace(row.facts, before_shift=True)
+        return row.facts
+
+    def newest(self) -> Iterator[tuple[_Row, Facts]]:
+        for row in reversed(self.rows):
+            yield row, self.facts(row)
+
+    def window(self, baseline: Baseline, width: int) -> Window | None:
+        """Per step, the newest `width` values of the rows that join the baseline, newest first (the
+        store's `baselines`, for this coordinate)."""
+        uniform = self._steps is not None
+        chosen: list[_Row] = []
+        by_step: dict[int, list[float]] = {}
+        for row, facts in self.newest():
+            if facts.before_shift:
+                break
+            if not joins(facts, baseline):
+                continue
+            if uniform:
+                chosen.append(row)
+                if len(chosen) == width:
+                    break
+                continue
+            for step, value in zip(row.steps.tolist(), row.values.tolist(), strict=True):
+                kept = by_step.setdefault(step, [])
+                if len(kept) < width:
+                    kept.append(value)
+        if uniform:
+            if not chosen or not len(chosen[0].steps):
+                return None
+            return Window.from_runs(chosen[0].steps.tolist(), np.array([r.values for r in chosen]))
+        return Window.from_lists(by_step)
+
+    def add(self, row: _Row) -> None:
+        steps = frozenset(row.steps.tolist())
+        if self._steps is not None and self.rows and steps != self._steps:
+            self._steps = None
+        elif self._steps is not None:
+            self._steps = steps
+        self.rows.append(row)
+
+    def rejoin(self) -> None:
+        for row in self.rows:
+            row.facts = rejoined(row.facts)
+
+    def accept(self, shift: FollowedShift, pk: int) -> None:
+        runs = set(shift.runs)
+        for row in self.rows:
+            if row.run_id in runs:
+                row.facts = taken_by_shift(row.facts, pk)
+        if self.shift_start is None or shift.first_created_at > self.shift_start:
+            self.shift_start = shift.first_created_at
+
+    def recent(self, depth: int) -> list[Recent]:
+        """The newest `depth` rows as `Store.recent` reads them (what `gatecfg.following` decides from)."""
+        found: list[Recent] = []
+        for row, facts in self.newest():
+            if len(found) == depth:
+                break
+            kept = standing(facts, "trusted")
+            found.append(
+                Recent(
+                    run_id=row.run_id,
+                    commit=row.commit,
+                    created_at=row.created_at,
+                    in_baseline=kept.joins,
+                    failed=facts.gate_trusted is False,
+                    cause=None if kept.joins else cause(facts),
+                    change=_change(row),
+                )
             )
-        if not self._rows or self._steps is None:
-            return None
-        newest = np.array(self._rows[-width:][::-1])
-        if self._steps == tuple(steps):
-            return Window.from_runs(self._steps, newest)
-        # A run that selected other steps than the pool's runs: the columns of those it holds.
-        column = {step: i for i, step in enumerate(self._steps)}
-        return Window.from_lists({step: newest[:, column[step]].tolist() for step in steps if step in column})
+        return found
 
-    def newest(self, steps: Sequence[int], width: int) -> dict[int, list[float]]:
-        """Each step's newest `width` values, newest first (empty where the pool holds none)."""
-        window = self.window(steps, width)
-        return {step: [] if window is None else window.history(step) for step in steps}
 
-    def _as_lists(self) -> dict[int, list[float]]:
-        if self._lists is None:
-            self._lists = {}
-            if self._steps is not None and self._rows:
-                columns = np.array(self._rows).T.tolist()
-                self._lists = dict(zip(self._steps, columns, strict=True))
-            self._rows = []
-        return self._lists
+def _change(row: _Row) -> float | None:
+    """The mean relative change of the row's steps against their references (as `follow.recent` reads it)."""
+    usable = np.isfinite(row.refs) & (row.refs != 0)
+    if not usable.any():
+        return None
+    return float(np.mean((row.values[usable] - row.refs[usable]) / np.abs(row.refs[usable])))
+
+
+class _Memory:
+    """The reads `gatecfg.following.follow` makes of a store, answered from the replay's own history."""
+
+    def __init__(self, histories: Mapping[str, GateHistory]) -> None:
+        self._histories = histories
+
+    def recent(
+        self, coordinates: Sequence[str], *, depth: int, exclude_run_id: str | None = None
+    ) -> dict[str, list[Recent]]:
+        return {c: found for c in coordinates if (found := self._histories[c].recent(depth))}
 
 
 class Replayer:
-    """Judges the runs of one series, handed over oldest first, each against the runs before it: what
-    `replay` does for a whole history, run by run, so that an import streams years of nightlies through it.
+    """Judges the runs of one series, handed over oldest first, as nightly `evaluate --write`s of them:
+    what `replay` does for a whole history, run by run, so that an import streams years of nightlies
+    through it.
 
-    Every gate is judged, since the trust of a run rests on all of them; a judged run keeps the verdicts
-    of the gates of `keep` (metrics; None: all), each of which holds its baseline window. With `inject`,
-    each night is judged a second time with that regression injected, against the same baselines; the
-    injected values never form a baseline and never decide trust.
+    The gates of `keep` (metrics; None: all) are judged and hold their history. With `inject`, each night
+    is judged a second time with that regression injected, against the same baselines; the injected
+    values are never stored and never decide anything.
     """
 
     def __init__(
@@ -192,53 +291,75 @@ class Replayer:
     ) -> None:
         self.test = test
         self.policy = policy
-        self._keep = keep
+        self._gates = [g for g in test.gates if keep is None or g.metric in keep]
         self._inject = inject
-        # Per metric: the values that qualify under policy.baseline, and those of every run nobody
-        # untrusted by hand, oldest first; and every step a run selected.
-        self._baseline = {g.metric: _Pool(policy.window) for g in test.gates}
-        self._nightly = {g.metric: _Pool(policy.window) for g in test.gates}
-        self._steps_seen: dict[str, set[int]] = {g.metric: set() for g in test.gates}
-        self._coordinates = {g.metric: g.coordinate(series) for g in test.gates}
+        self._coordinates = {g.metric: g.coordinate(series) for g in self._gates}
+        self.histories = {c: GateHistory() for c in self._coordinates.values()}
+        self._memory = _Memory(self.histories)
+        self._shifts = 0
+        self._nights = 0
 
-    def judge(self, run: StoredRun, *, trust: bool | None = None) -> RunReplay:
-        """The run's verdicts against the runs before it; the run then joins their baselines.
-
-        With `trust` (the trust judging every gate would give it, as `bulk_trust` finds it), only the
-        gates of `keep` are judged and pooled: a replayer handed one run so must be handed every run so."""
-        if trust is not None:
-            return self._judge_kept(run, is_trusted=trust)
+    def judge(self, run: StoredRun, *, at: datetime | None = None) -> RunReplay:
+        """The run's verdicts against the runs before it, as `evaluate --write` gives them; the run is
+        then stored into the replay's history as that write stores it. `at`: the night's time (the run's
+        own by default)."""
+        now = at or run.created_at or _night(self._nights)
         selections = self._selections(run)
-        windows = self._windows(selections)
-        # The hand-over point: a night's selected values meet the verdict here.
+        windows = {
+            coordinate: found
+            for _, coordinate, _ in selections
+            if (found := self.histories[coordinate].window(self.policy.baseline, self.policy.window))
+        }
         results = evaluate(selections, Baselines(windows), self.policy)
-        is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        kept = {r.gate.metric: r for r in results if self._keep is None or r.gate.metric in self._keep}
-        injected = self._injected(
-            [s for s in selections if self._keep is None or s[0].metric in self._keep], windows
+        followed = follow(
+            self._memory,
+            results,
+            self.policy,
+            run_id=run.run_id,
+            commit=run.commit,
+            now=now,
+            has_history=self._nights > 0,
+            writing=True,
         )
-        self._add(run, selections, is_trusted)
-        return RunReplay(run, kept, is_trusted, injected)
-
-    def _judge_kept(self, run: StoredRun, *, is_trusted: bool) -> RunReplay:
-        if self._keep is None:
-            raise ValueError("a run's trust stands in for the gates that are not kept: pass keep")
-        selections = self._selections(run, self._keep)
-        windows = self._windows(selections)
-        results = evaluate(selections, Baselines(windows), self.policy)
-        if run.trust_override is None and is_trusted and not trusted(results):  # pragma: no cover
-            raise AssertionError(f"run {run.run_id!r}: bulk trust and its own verdicts differ")
         injected = self._injected(selections, windows)
-        self._add(run, selections, is_trusted)
-        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected)
+        self._write(run, results, followed, now)
+        self._nights += 1
+        is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
+        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected, followed)
 
-    def _windows(self, selections: Sequence[tuple[ResolvedGate, str, Selection]]) -> dict[str, Window]:
-        windows: dict[str, Window] = {}
-        for gate, coordinate, chosen in selections:
-            window = self._baseline[gate.metric].window(chosen.steps, self.policy.window)
-            if window is not None:
-                windows[coordinate] = window
-        return windows
+    def _write(
+        self, run: StoredRun, results: Sequence[GateVerdicts], followed: Following, now: datetime
+    ) -> None:
+        """What `Store.write_run` stores of the night: each gate's values with its verdict, then the
+        rejoins and accepted shifts that follow from it."""
+        run_trusted = trusted(results)
+        for r in results:
+            columns = r.stored_columns()
+            values = np.asarray(columns.values, np.float64)
+            finite = np.isfinite(values)  # what a baseline reads of the row (store/statements.py FINITE)
+            if not len(columns):
+                continue
+            self.histories[r.coordinate].add(
+                _Row(
+                    run_id=run.run_id,
+                    commit=run.commit,
+                    created_at=now,
+                    facts=Facts(
+                        gate_trusted=not r.blocks_trust,
+                        run_trusted=run_trusted,
+                        override=run.metric_overrides.get(r.gate.metric),
+                        run_override=run.trust_override,
+                    ),
+                    steps=np.asarray(columns.steps, np.int64)[finite],
+                    values=values[finite],
+                    refs=_floats(columns)[finite],
+                )
+            )
+        for coordinate in followed.rejoin:
+            self.histories[coordinate].rejoin()
+        for shift in followed.accept:
+            self._shifts += 1
+            self.histories[shift.coordinate].accept(shift, self._shifts)
 
     def _injected(
         self, selections: Sequence[tuple[ResolvedGate, str, Selection]], windows: dict[str, Window]
@@ -252,45 +373,31 @@ class Replayer:
         ]
         return {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}
 
-    def _selections(
-        self, run: StoredRun, only: Collection[str] | None = None
-    ) -> list[tuple[ResolvedGate, str, Selection]]:
-        """The run's selection of each gate (of the metrics `only`; None: every gate) holding values."""
+    def _selections(self, run: StoredRun) -> list[tuple[ResolvedGate, str, Selection]]:
+        """The run's selection of each replayed gate holding values."""
         selections = []
-        for gate in self.test.gates:
-            if only is not None and gate.metric not in only:
-                continue
+        for gate in self._gates:
             chosen = stored_selection(gate, run.values.get((gate.metric, gate.steps_key)))
             if chosen:
                 selections.append((gate, self._coordinates[gate.metric], chosen))
         return selections
 
-    def _add(
-        self, run: StoredRun, selections: Sequence[tuple[ResolvedGate, str, Selection]], is_trusted: bool
-    ) -> None:
-        qualifies = is_trusted if self.policy.baseline == "trusted" else not run.untrusted_by_hand
-        for gate, _, chosen in selections:
-            self._steps_seen[gate.metric].update(chosen.steps)
-            if qualifies:
-                self._baseline[gate.metric].add(chosen.steps, chosen.numbers())
-            if not run.untrusted_by_hand:
-                self._nightly[gate.metric].add(chosen.steps, chosen.numbers())
-
     def finish(self, runs: Sequence[RunReplay]) -> Replay:
-        """The replay of `runs` (the judged ones), with the bands and values the next run would meet for
-        the gates of `keep`."""
+        """The replay of `runs` (the judged ones), with the bands and values the next run would meet."""
         bands: dict[str, dict[int, Band]] = {}
         distributions: dict[str, Mapping[int, Sequence[float]]] = {}
-        for gate in self.test.gates:
-            if self._keep is not None and gate.metric not in self._keep:
-                continue
-            steps = sorted(self._steps_seen[gate.metric])
-            bands[gate.metric] = self._bands(gate, steps)
-            distributions[gate.metric] = self._nightly[gate.metric].newest(steps, self.policy.window)
+        for gate in self._gates:
+            history = self.histories[self._coordinates[gate.metric]]
+            steps = sorted({step for row in history.rows for step in row.steps.tolist()})
+            bands[gate.metric] = self._bands(gate, history, steps)
+            nightly = history.window("nightly", self.policy.window)
+            distributions[gate.metric] = {
+                step: [] if nightly is None else nightly.history(step) for step in steps
+            }
         return Replay(self.test, self.policy, tuple(runs), bands, distributions, self._inject)
 
-    def _bands(self, gate: ResolvedGate, steps: Sequence[int]) -> dict[int, Band]:
-        window = self._baseline[gate.metric].window(steps, self.policy.window)
+    def _bands(self, gate: ResolvedGate, history: GateHistory, steps: Sequence[int]) -> dict[int, Band]:
+        window = history.window(self.policy.baseline, self.policy.window)
         if window is None:
             return {step: band(gate.constraint, []) for step in steps}
         ref, lo, hi = ragged_bands(gate.constraint, window.values, window.counts, self.policy.reference)
@@ -309,6 +416,15 @@ class Replayer:
         return {step: found.get(step) or band(gate.constraint, []) for step in steps}
 
 
+def _floats(columns: PointColumns) -> npt.NDArray[np.float64]:
+    return np.array([np.nan if x is None else x for x in columns.refs], np.float64)
+
+
+def _night(n: int) -> datetime:
+    """The time of the n-th run of a replay handed runs without one: their order is all that counts."""
+    return datetime(2000, 1, 1, tzinfo=UTC) + timedelta(days=n)
+
+
 def _none(x: float) -> float | None:
     return None if math.isnan(x) else x
 
@@ -321,17 +437,10 @@ def replay(
     *,
     keep: Collection[str] | None = None,
     inject: Shift | None = None,
-    bulk: BulkTrust | None = None,
 ) -> Replay:
-    """Judge `runs` (one series, oldest first) one after another, each against the runs before it (see
-    `Replayer`). `bulk`: the `BulkTrust` of these runs under `test`, shared by several replays."""
+    """Judge `runs` (one series, oldest first) one after another, as nightly writes (see `Replayer`)."""
     replayer = Replayer(test, series, policy, keep=keep, inject=inject)
-    # A replay that reports some gates needs the others only for each run's trust, found in bulk.
-    every = {g.metric for g in test.gates}
-    trust = None if keep is None or every <= set(keep) else (bulk or BulkTrust(test, runs)).trust(policy)
-    if trust is None:
-        return replayer.finish([replayer.judge(run) for run in runs])
-    return replayer.finish([replayer.judge(run, trust=t) for run, t in zip(runs, trust, strict=True)])
+    return replayer.finish([replayer.judge(run) for run in runs])
 
 
 def stored_runs(
@@ -339,13 +448,16 @@ def stored_runs(
 ) -> list[StoredRun]:
     """Every stored run of `test`, oldest first, with its values of `metrics` as columns, and the statuses
     they were written with for the metrics of `statuses` (None: all)."""
+    overrides = store.metric_overrides(test=test)
     return [
-        stored_run(row, values)
+        stored_run(row, values, overrides.get(row.run.run_id, {}))
         for row, values in store.run_values(test=test, metrics=metrics, statuses=statuses)
     ]
 
 
-def stored_run(row: RunRow, values: Mapping[tuple[str, str], ValueColumns]) -> StoredRun:
+def stored_run(
+    row: RunRow, values: Mapping[tuple[str, str], ValueColumns], overrides: Mapping[str, bool] | None = None
+) -> StoredRun:
     return StoredRun(
         run_id=row.run.run_id,
         commit=row.run.commit,
@@ -354,4 +466,6 @@ def stored_run(row: RunRow, values: Mapping[tuple[str, str], ValueColumns]) -> S
         trust_override=row.trust_override,
         gate_trusted=row.run.gate_trusted,
         values=values,
+        created_at=row.run.created_at,
+        metric_overrides=dict(overrides or {}),
     )

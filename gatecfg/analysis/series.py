@@ -29,7 +29,7 @@ class Night:
     commit: str | None
     created_at: datetime
     value: float  # NaN when the run logged NaN
-    trusted: bool  # effective trust: a hand override, else the verdict when written
+    trusted: bool  # in its gate's baseline, as gatecfg.membership reads the stored facts
     untrusted_by_hand: bool
     status: Status
     ref: float | None
@@ -64,8 +64,9 @@ def nights_of(rows: Sequence[HistoryRow], steps_key: str) -> dict[int, list[Nigh
                 commit=row.commit,
                 created_at=row.created_at,
                 value=point.value,
-                trusted=row.trusted,
-                untrusted_by_hand=row.trust_override is False,
+                # As the gate's baseline reads the value (gatecfg.membership): trust is per gate.
+                trusted=row.standing().joins,
+                untrusted_by_hand=row.standing().why == "untrusted by hand",
                 status=point.status,
                 ref=point.ref,
                 lo=point.lo,

@@ -85,6 +85,9 @@ def _json(row: HistoryRow) -> dict[str, Any]:
         "trusted": row.trusted,
         "gate_trusted": row.gate_trusted,
         "trust_override": row.trust_override,
+        # The value as its gate's baseline reads it (gatecfg.membership): in or out, and why.
+        "in_baseline": row.standing().joins,
+        "baseline_reason": row.standing().why,
         "coordinate": row.coordinate.coordinate,
         "steps_key": row.coordinate.steps_key,
         "constraint_key": row.coordinate.constraint_key,
@@ -113,9 +116,7 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
     table: list[list[str]] = []
     for row in rows:
         p = row.point
-        trust = "trusted" if row.trusted else "UNTRUSTED"
-        if row.trust_override is not None:
-            trust += " (set by hand)"
+        trust = baseline_mark(row)
         band = _band(p.ref, p.lo, p.hi, p.sd)
         table.append(
             [
@@ -132,11 +133,30 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
     out = TextReport()
     if not several:
         out.line(f"coordinate {coordinates[0]}")
-    columns = ("written", "run", "commit", "trust", *(["coordinate"] if several else []), "step", "status")
+    columns = ("written", "run", "commit", "baseline", *(["coordinate"] if several else []), "step", "status")
     out.table((*columns, VERSUS), table)
     if limit is not None and len(rows) == limit:
         out.line(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
     return out.text().rstrip()
+
+
+# The baseline column's words: what a person acts on, short enough for an 80-column table.
+MARKS = {
+    "passed": "in",
+    "nightly": "in",
+    "rejoined": "in (rejoined)",
+    "accepted shift": "in (shift)",
+    "trusted by hand": "in (by hand)",
+    "failed": "OUT (failed)",
+    "run failed": "OUT (run failed)",
+    "untrusted by hand": "OUT (by hand)",
+    "before shift": "OUT (pre-shift)",
+}
+
+
+def baseline_mark(row: HistoryRow) -> str:
+    """Whether the value is in its gate's baseline and why, as the history table shows it."""
+    return MARKS[row.standing().why]
 
 
 def versus(value: float, ref: float | None, sd: float | None) -> str:

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
+from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, with_current_trust
 from gatecfg.analysis.importer import parse_date, read_export
 from gatecfg.analysis.record_folder import read_record_folder, record_files, selects_records
 from gatecfg.analysis.replayer import stored_run
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
-from gatecfg.resolve import display_path, load_tree
+from gatecfg.resolve import Policy, display_path, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import stage
+
+
+def _policy(policy: Policy) -> str:
+    """The policy fields a replay's verdicts rest on, as one line of the import's output."""
+    return (
+        f"window {policy.window}, baseline {policy.baseline}, "
+        f"accept_shift_after {policy.accept_shift_after or 'never'}"
+    )
 
 
 def import_command(
@@ -26,6 +33,7 @@ def import_command(
     labels: Mapping[str, str],
     name_pattern: str | None = None,
     start: str | None = None,
+    trust_all: bool = False,
 ) -> int:
     resolved = load_tree(gates).test(test)
     # The whole export is checked before the store is touched; it is then read again as it is written.
@@ -42,7 +50,7 @@ def import_command(
             export = read_export(first, display_path(first))
     check_shapes(resolved, export)
     series = series_key(test, labels)
-    plan = Backfill(resolved, series, labels, export)
+    plan = Backfill(resolved, series, labels, export, trust_all=trust_all)
     # A backfill is how a history starts: it may create the store, as a nightly `--write` does.
     with Store.open(db, create=True) as store:
         # Run ids are unique across the whole store, so a clash with another test's run is a mistake
@@ -69,19 +77,24 @@ def import_command(
                     test=test, metrics=[g.metric for g in resolved.gates], series_key=series, statuses=()
                 )
             )
-            with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):
-                # The next block of runs is judged while one is written.
-                blocks = made_ahead(plan.blocks(stored, already_stored=known), 1)
-                written = store.write_runs(itertools.chain.from_iterable(blocks))
+            with stage("gatecfg import", f"replaying {len(fresh):,} runs as nightlies"):
+                items = plan.runs(stored, already_stored=known)
+            with stage("gatecfg import", f"writing {len(fresh):,} runs in one transaction"):
+                written = store.write_runs(items, shifts=plan.shifts, untrusted=plan.untrusted)
         url = store.url
     skipped = len(export.entries) - sum(written)
     print(f"imported {sum(written)} run(s) of {test} from {export.path} into {url}")
     if fresh:
-        trusted = sum(entry.trusted for entry in fresh)
-        print(
-            f"  {fresh[0].created_at:%Y-%m-%d} to {fresh[-1].created_at:%Y-%m-%d}: {trusted} trusted, "
-            f"{len(fresh) - trusted} untrusted; {plan.values} values at {len(plan.coordinates)} coordinate(s)"
-        )
+        span = f"  {fresh[0].created_at:%Y-%m-%d} to {fresh[-1].created_at:%Y-%m-%d}"
+        where = f"{plan.values} values at {len(plan.coordinates)} coordinate(s)"
+        if trust_all:
+            trusted = sum(entry.trusted for entry in fresh)
+            print(f"{span}: every run trusted as given (--trust-all): {trusted} trusted, "
+                  f"{len(fresh) - trusted} untrusted by the export; {where}")  # fmt: skip
+        else:
+            print(f"{span}: replayed as nightly `evaluate --write`s ({_policy(resolved.policy)}): "
+                  f"{plan.failing} run(s) with a gate failing, {len(plan.untrusted)} untrusted by the "
+                  f"export, {len(plan.shifts)} shift(s) accepted; {where}")  # fmt: skip
     if skipped:
         print(f"  {skipped} run(s) already stored, skipped (importing again never duplicates values)")
     if plan.undeclared:

@@ -211,14 +211,15 @@ def _text(
                 )
             else:
                 lines.append(
-                    f"  band    only {p.trusted_runs} trusted runs in the regime < window {p.window_size}: "
-                    f"its baseline still averages up to {p.window_size - p.trusted_runs} runs from before"
+                    f"  band    only {p.trusted_runs} runs of the regime in its baseline < window "
+                    f"{p.window_size}: its baseline still averages up to "
+                    f"{p.window_size - p.trusted_runs} runs from before"
                 )
             if p.untrusted_runs:
                 shown = ", ".join(p.untrusted_runs[:5]) + (" ..." if len(p.untrusted_runs) > 5 else "")
                 lines.append(
-                    f"          {len(p.untrusted_runs)} runs of the regime are untrusted and never join the "
-                    f"baseline ({shown}); if the shift was intended: gatecfg trust --run-id RUN"
+                    f"          {len(p.untrusted_runs)} runs of the regime are out of its baseline now, its "
+                    f"gate failed them ({shown}); if the shift was intended: gatecfg trust --run-id RUN"
                 )
     for note in notes:
         lines.append(f"\n{note}")

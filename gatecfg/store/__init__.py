@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gatecfg.membership import Baseline
 from gatecfg.store.rows import (
     STATUSES,
-    Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,

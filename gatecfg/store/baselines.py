@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
+from gatecfg.membership import Baseline
 from gatecfg.store.engine import driver_rows
-from gatecfg.store.rows import Baseline
 from gatecfg.store.statements import (
     FINITE,
     NEWEST_FIRST,

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Self
 
 from gatecfg.errors import StoreError
 from gatecfg.escape import mask_url
+from gatecfg.membership import Baseline
 from gatecfg.memory import collector_paused
 from gatecfg.store.facts import SCHEMA_REVISION, SQLITE_BUSY_TIMEOUT_S, STORE_HINT, VERSION_TABLE
 from gatecfg.store.protocol import StoreReads
 from gatecfg.store.rows import (
     HISTORY_CREATED_AT,
-    Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,

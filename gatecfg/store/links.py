@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
+from gatecfg.membership import Baseline
 from gatecfg.store.baselines import beyond_window, points_of
-from gatecfg.store.rows import Baseline
 from gatecfg.store.statements import ACTIVE_CARRY, NEWEST_FIRST, qualifies
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.windowing import chunks

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gatecfg.store.rows import Baseline, CoordinateSummary, HistoryRow
+    from gatecfg.membership import Baseline
+    from gatecfg.store.rows import CoordinateSummary, HistoryRow
     from gatecfg.windows import Baselines
 
 

@@ -12,11 +12,11 @@ import numpy.typing as npt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from gatecfg.membership import Baseline
 from gatecfg.store.engine import driver_rows
 from gatecfg.store.rows import (
     HISTORY_CREATED_AT,
     STATUSES,
-    Baseline,
     CoordinateSpec,
     CoordinateSummary,
     HistoryRow,
@@ -33,7 +33,7 @@ from gatecfg.store.statements import (
     keys_of_metric,
     run_qualifies,
 )
-from gatecfg.store.tables import coordinates, metric_points, runs
+from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
 from gatecfg.store.windowing import IN_CHUNK, chunks
 
 
@@ -228,6 +228,23 @@ def history(
     keys = history_keys(test, metric, series_key)
     spec = {row.pk: spec_of(row) for row in conn.execute(keys)}
     return [history_row(row, spec[row[0]], row[HISTORY_CREATED_AT]) for row in conn.execute(query)]
+
+
+def metric_overrides(conn: Connection, *, test: str) -> dict[str, dict[str, bool]]:
+    """Trust set by hand on one metric's values (`trust --metric`): by run id, by metric. Few rows."""
+    query = (
+        sa.select(runs.c.run_id, coordinates.c.metric, run_coordinates.c.trust_override)
+        .select_from(
+            run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk).join(
+                coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk
+            )
+        )
+        .where(runs.c.test == test, run_coordinates.c.trust_override.is_not(None))
+    )
+    found: dict[str, dict[str, bool]] = {}
+    for run_id, metric, override in conn.execute(query):
+        found.setdefault(run_id, {})[metric] = bool(override)
+    return found
 
 
 def run_rows(conn: Connection, *, test: str | None) -> list[RunRow]:

@@ -11,10 +11,11 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg.membership import Baseline, Facts, Standing, standing
+
 Status = Literal["pass", "fail", "tracked", "cold", "error"]
 # A status as a small integer where values are read in bulk: its index here.
 STATUSES: tuple[Status, ...] = ("pass", "fail", "tracked", "cold", "error")
-Baseline = Literal["trusted", "nightly"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class PointColumns:
     # The gate's own trust of these values (its verdict: it neither failed nor errored); None where
     # only the run's trust is known (an import), which then counts for the gate too.
     gate_trusted: bool | None = None
+    # Why values the gate failed joined its baseline later (`recovered`, `shift N`), as an import's replay
+    # of the nightlies found it; None: they did not (a live write sets it afterwards, store/follow.py).
+    rejoined: str | None = None
 
     @classmethod
     def of_points(cls, points: Sequence[StoredPoint]) -> PointColumns:
@@ -187,6 +191,11 @@ class HistoryRow:
     trust_override: bool | None
     coordinate: CoordinateSpec
     point: StoredPoint
+    facts: Facts  # what the baseline rule reads of the value's gate in its run
+
+    def standing(self, baseline: Baseline = "trusted") -> Standing:
+        """Whether the value is in its gate's baseline (older runs aside) and why: gatecfg.membership."""
+        return standing(self.facts, baseline)
 
 
 # Where the run's time sits among those columns: each reader decodes it its own way before `history_row`.
@@ -196,8 +205,18 @@ HISTORY_CREATED_AT = 11
 def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: datetime) -> HistoryRow:
     """A `Store.history` row from the columns both readers select (point: step, value, status, ref, lo,
     hi, sd; run: run_id, commit, branch, created_at, gate_trusted, trust_override, after the coordinate's
-    pk), with the run's time as the reader decoded it."""
-    _, step, value, status, ref, lo, hi, sd, run_id, commit, branch, _, gate_trusted, trust_override = columns
+    pk; then the gate's own trust in the run, its override, its rejoin and whether an accepted shift
+    starts after it), with the run's time as the reader decoded it."""
+    (_, step, value, status, ref, lo, hi, sd, run_id, commit, branch, _, gate_trusted, trust_override,
+     own_trust, own_override, rejoined, before_shift) = columns  # fmt: skip
+    facts = Facts(
+        gate_trusted=None if own_trust is None else bool(own_trust),
+        run_trusted=bool(gate_trusted),
+        override=None if own_override is None else bool(own_override),
+        run_override=None if trust_override is None else bool(trust_override),
+        rejoined=rejoined,
+        before_shift=bool(before_shift),
+    )
     return HistoryRow(
         run_id=run_id,
         commit=commit,
@@ -217,4 +236,5 @@ def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: 
             hi=hi,
             sd=sd,
         ),
+        facts=facts,
     )

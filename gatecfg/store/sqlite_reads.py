@@ -33,9 +33,15 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
  'history': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
              'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, metric_points.sd, '
              'runs.run_id, runs.commit_sha, runs.branch, runs.created_at, runs.gate_trusted, '
-             'runs.trust_override \n'
+             'runs.trust_override, run_coordinates.gate_trusted AS gate_trusted_1, '
+             'run_coordinates.trust_override AS trust_override_1, run_coordinates.rejoined, EXISTS (SELECT '
+             'shifts.pk \n'
+             'FROM shifts \n'
+             'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
+             'shifts.first_created_at > runs.created_at) AS anon_1 \n'
              'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk JOIN runs '
-             'ON runs.pk = metric_points.run_pk \n'
+             'ON runs.pk = metric_points.run_pk JOIN run_coordinates ON run_coordinates.coordinate_pk = '
+             'metric_points.coordinate_pk AND run_coordinates.run_pk = metric_points.run_pk \n'
              'WHERE coordinates.test = ? AND coordinates.metric = ? ORDER BY runs.created_at DESC, runs.pk '
              'DESC, coordinates.steps_key, coordinates.constraint_key, coordinates.series_key, '
              'metric_points.step\n'
@@ -56,13 +62,24 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
               'branch',
               'created_at',
               'gate_trusted',
-              'trust_override')),
+              'trust_override',
+              'gate_trusted_1',
+              'trust_override_1',
+              'rejoined',
+              '_no_label')),
  'history at_step': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                      'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
                      'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, runs.created_at, '
-                     'runs.gate_trusted, runs.trust_override \n'
+                     'runs.gate_trusted, runs.trust_override, run_coordinates.gate_trusted AS '
+                     'gate_trusted_1, run_coordinates.trust_override AS trust_override_1, '
+                     'run_coordinates.rejoined, EXISTS (SELECT shifts.pk \n'
+                     'FROM shifts \n'
+                     'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
+                     'shifts.first_created_at > runs.created_at) AS anon_1 \n'
                      'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk '
-                     'JOIN runs ON runs.pk = metric_points.run_pk \n'
+                     'JOIN runs ON runs.pk = metric_points.run_pk JOIN run_coordinates ON '
+                     'run_coordinates.coordinate_pk = metric_points.coordinate_pk AND run_coordinates.run_pk '
+                     '= metric_points.run_pk \n'
                      'WHERE coordinates.test = ? AND coordinates.metric = ? AND metric_points.step = ? ORDER '
                      'BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, '
                      'coordinates.constraint_key, coordinates.series_key, metric_points.step\n'
@@ -83,13 +100,26 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                       'branch',
                       'created_at',
                       'gate_trusted',
-                      'trust_override')),
+                      'trust_override',
+                      'gate_trusted_1',
+                      'trust_override_1',
+                      'rejoined',
+                      '_no_label')),
  'history at_step in_series': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                                'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
                                'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, '
-                               'runs.created_at, runs.gate_trusted, runs.trust_override \n'
+                               'runs.created_at, runs.gate_trusted, runs.trust_override, '
+                               'run_coordinates.gate_trusted AS gate_trusted_1, '
+                               'run_coordinates.trust_override AS trust_override_1, '
+                               'run_coordinates.rejoined, EXISTS (SELECT shifts.pk \n'
+                               'FROM shifts \n'
+                               'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS '
+                               'NULL AND shifts.first_created_at > runs.created_at) AS anon_1 \n'
                                'FROM metric_points JOIN coordinates ON coordinates.pk = '
-                               'metric_points.coordinate_pk JOIN runs ON runs.pk = metric_points.run_pk \n'
+                               'metric_points.coordinate_pk JOIN runs ON runs.pk = metric_points.run_pk JOIN '
+                               'run_coordinates ON run_coordinates.coordinate_pk = '
+                               'metric_points.coordinate_pk AND run_coordinates.run_pk = '
+                               'metric_points.run_pk \n'
                                'WHERE coordinates.test = ? AND coordinates.metric = ? AND '
                                'coordinates.series_key = ? AND metric_points.step = ? ORDER BY '
                                'runs.created_at DESC, runs.pk DESC, coordinates.steps_key, '
@@ -111,13 +141,24 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                                 'branch',
                                 'created_at',
                                 'gate_trusted',
-                                'trust_override')),
+                                'trust_override',
+                                'gate_trusted_1',
+                                'trust_override_1',
+                                'rejoined',
+                                '_no_label')),
  'history in_series': ('SELECT metric_points.coordinate_pk, metric_points.step, metric_points.value, '
                        'metric_points.status, metric_points.ref, metric_points.lo, metric_points.hi, '
                        'metric_points.sd, runs.run_id, runs.commit_sha, runs.branch, runs.created_at, '
-                       'runs.gate_trusted, runs.trust_override \n'
+                       'runs.gate_trusted, runs.trust_override, run_coordinates.gate_trusted AS '
+                       'gate_trusted_1, run_coordinates.trust_override AS trust_override_1, '
+                       'run_coordinates.rejoined, EXISTS (SELECT shifts.pk \n'
+                       'FROM shifts \n'
+                       'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
+                       'shifts.first_created_at > runs.created_at) AS anon_1 \n'
                        'FROM metric_points JOIN coordinates ON coordinates.pk = metric_points.coordinate_pk '
-                       'JOIN runs ON runs.pk = metric_points.run_pk \n'
+                       'JOIN runs ON runs.pk = metric_points.run_pk JOIN run_coordinates ON '
+                       'run_coordinates.coordinate_pk = metric_points.coordinate_pk AND '
+                       'run_coordinates.run_pk = metric_points.run_pk \n'
                        'WHERE coordinates.test = ? AND coordinates.metric = ? AND coordinates.series_key = ? '
                        'ORDER BY runs.created_at DESC, runs.pk DESC, coordinates.steps_key, '
                        'coordinates.constraint_key, coordinates.series_key, metric_points.step\n'
@@ -138,7 +179,11 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                         'branch',
                         'created_at',
                         'gate_trusted',
-                        'trust_override')),
+                        'trust_override',
+                        'gate_trusted_1',
+                        'trust_override_1',
+                        'rejoined',
+                        '_no_label')),
  'history_keys': ('SELECT coordinates.pk, coordinates.coordinate, coordinates.series_key, coordinates.test, '
                   'coordinates.metric, coordinates.steps_key, coordinates.constraint_key, '
                   'coordinates.created_at \n'

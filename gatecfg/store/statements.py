@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-from gatecfg.store.rows import Baseline
+from gatecfg.membership import Baseline
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs, shifts
 
 # Effective trust of a run: an explicit trust/untrust wins over the verdict the run got when it was written.
@@ -57,7 +57,13 @@ def qualifies(baseline: Baseline, coordinate: sa.ColumnElement[str]) -> sa.Colum
         trust = GATE_TRUSTED
     else:
         trust = sa.func.coalesce(run_coordinates.c.trust_override, runs.c.trust_override, sa.true())
-    before_shift = (
+    return sa.and_(trust.is_(True), ~before_shift(coordinate))
+
+
+def before_shift(coordinate: sa.ColumnElement[str]) -> sa.Exists:
+    """Whether the run is older than the first run of an accepted shift of `coordinate` (a fact the
+    baseline rule reads: `gatecfg.membership.Facts.before_shift`)."""
+    return (
         sa.select(shifts.c.pk)
         .where(
             shifts.c.coordinate == coordinate,
@@ -67,7 +73,6 @@ def qualifies(baseline: Baseline, coordinate: sa.ColumnElement[str]) -> sa.Colum
         .correlate_except(shifts)
         .exists()
     )
-    return sa.and_(trust.is_(True), ~before_shift)
 
 
 def run_qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
@@ -256,9 +261,20 @@ def history_values(
             runs.c.created_at,
             runs.c.gate_trusted,
             runs.c.trust_override,
+            # What gatecfg.membership reads to say whether the value is in its gate's baseline.
+            run_coordinates.c.gate_trusted,
+            run_coordinates.c.trust_override,
+            run_coordinates.c.rejoined,
+            before_shift(coordinates.c.coordinate),
         ).select_from(
-            metric_points.join(coordinates, coordinates.c.pk == metric_points.c.coordinate_pk).join(
-                runs, runs.c.pk == metric_points.c.run_pk
+            metric_points.join(coordinates, coordinates.c.pk == metric_points.c.coordinate_pk)
+            .join(runs, runs.c.pk == metric_points.c.run_pk)
+            .join(
+                run_coordinates,
+                sa.and_(
+                    run_coordinates.c.coordinate_pk == metric_points.c.coordinate_pk,
+                    run_coordinates.c.run_pk == metric_points.c.run_pk,
+                ),
             )
         ),
         test,

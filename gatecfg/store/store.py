@@ -13,9 +13,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from gatecfg.errors import StoreError
+from gatecfg.membership import Baseline
 from gatecfg.shifts import Recent, Shift
 from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, transfer, writes
 from gatecfg.store.engine import (
@@ -32,7 +33,6 @@ from gatecfg.store.links import Carry
 from gatecfg.store.protocol import StoreReads
 from gatecfg.store.retention import Retained
 from gatecfg.store.rows import (
-    Baseline,
     CoordinateSummary,
     HistoryRow,
     RunInfo,
@@ -155,26 +155,34 @@ class Store(StoreReads):
         with self._errors("undo a shift in the history store"), self._writer.begin() as conn:
             return follow.undo(conn, pk, at=datetime.now(UTC), reason=reason)
 
-    def write_runs(self, items: Iterable[tuple[RunInfo, writes.Points]]) -> list[bool]:
+    def write_runs(
+        self,
+        items: Iterable[tuple[RunInfo, writes.Points]],
+        *,
+        shifts: Sequence[tuple[Shift, RunInfo]] = (),
+        untrusted: Sequence[str] = (),
+    ) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
+        Then, in the same transaction, each accepted shift of `shifts` (with the run that accepted it) is
+        recorded as that run's nightly write records it, and the runs of `untrusted` are untrusted by
+        hand.
 
         `items` is consumed as it is written, in bounded batches: an import streams its runs through here.
         Per run as `write_run`: False, writing nothing for it, when its run id is already stored. On
         SQLite the transaction holds the store's write lock until the last run is written.
         """
         with self._errors("write runs to the history store"), self._writer.begin() as conn:
-            if conn.dialect.name != "sqlite":
-                return writes.write_runs(conn, items, where=self.url)
-            # SQLite spills the dirty pages past its page cache (2 MB by default) to the write-ahead log
-            # mid-transaction and writes a page again each time it changes after: a larger cache for this
-            # connection while it writes thousands of runs (10% fewer CPU seconds per row at 800k rows).
-            (cache,) = conn.exec_driver_sql("PRAGMA cache_size").one()
-            conn.exec_driver_sql(f"PRAGMA cache_size = {BULK_CACHE_KIB}")
-            try:
-                return writes.write_runs(conn, items, where=self.url)
-            finally:
-                with contextlib.suppress(sa.exc.DBAPIError):  # the write's own error is the news
-                    conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
+            written = _bulk_write(conn, items, where=self.url)
+            for shift, run in shifts:
+                follow.accept(conn, shift, series_key=run.series_key, test=run.test, at=run.created_at)
+            if untrusted:
+                writes.set_trust(
+                    conn,
+                    trusted=False,
+                    selector=runs.c.run_id.in_(list(untrusted)),
+                    reason="untrusted in the imported export",
+                )
+            return written
 
     def baselines(
         self,
@@ -326,6 +334,11 @@ class Store(StoreReads):
             for row, values in reads.run_values(conn, listed, test=test, metrics=metrics, statuses=statuses):
                 yield cast(RunRow, row), values
 
+    def metric_overrides(self, *, test: str) -> dict[str, dict[str, bool]]:
+        """Trust set by hand on one metric's values of a run (`trust --metric`), by run id and metric."""
+        with self._errors("read the history store"), self._engine.connect() as conn:
+            return reads.metric_overrides(conn, test=test)
+
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
         """The stored runs among `run_ids`, by run id."""
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
@@ -410,6 +423,23 @@ class Store(StoreReads):
             f"the history store has {has}; this gatecfg needs revision {SCHEMA_REVISION}",
             hint=f"run `gatecfg db upgrade --db {self.url}` once, as a role that may create tables",
         )
+
+
+def _bulk_write(
+    conn: Connection, items: Iterable[tuple[RunInfo, writes.Points]], *, where: str
+) -> list[bool]:
+    if conn.dialect.name != "sqlite":
+        return writes.write_runs(conn, items, where=where)
+    # SQLite spills the dirty pages past its page cache (2 MB by default) to the write-ahead log
+    # mid-transaction and writes a page again each time it changes after: a larger cache for this
+    # connection while it writes thousands of runs (10% fewer CPU seconds per row at 800k rows).
+    (cache,) = conn.exec_driver_sql("PRAGMA cache_size").one()
+    conn.exec_driver_sql(f"PRAGMA cache_size = {BULK_CACHE_KIB}")
+    try:
+        return writes.write_runs(conn, items, where=where)
+    finally:
+        with contextlib.suppress(sa.exc.DBAPIError):  # the write's own error is the news
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
 
 
 def _require_file(url: URL) -> None:
