@@ -10,7 +10,8 @@ here too, so that a replay holding its history in memory changes it exactly as t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple, TypeVar
 
@@ -83,21 +84,24 @@ def cause(facts: Facts) -> Cause:
     return "failed"
 
 
+def joining(rows: Iterable[T], facts_of: Callable[[T], Facts], baseline: Baseline) -> Iterator[T]:
+    """The rows of `rows` (newest first) whose values join the baseline, newest first. Stops at the
+    first row older than an accepted shift: no older row can join."""
+    for row in rows:
+        facts = facts_of(row)
+        if facts.before_shift:
+            return
+        if joins(facts, baseline):
+            yield row
+
+
 def window_rows(
     rows: Iterable[T], facts_of: Callable[[T], Facts], baseline: Baseline, window: int
 ) -> tuple[list[T], bool]:
     """The newest `window` joining rows of `rows` (newest first), and whether another joining row lies
-    beyond them. Stops at the first row older than an accepted shift: no older row can join."""
-    chosen: list[T] = []
-    for row in rows:
-        facts = facts_of(row)
-        if facts.before_shift:
-            break
-        if joins(facts, baseline):
-            if len(chosen) == window:
-                return chosen, True
-            chosen.append(row)
-    return chosen, False
+    beyond them."""
+    chosen = list(itertools.islice(joining(rows, facts_of, baseline), window + 1))
+    return chosen[:window], len(chosen) > window
 
 
 # What a write changes: the SQL of store/follow.py does the same to the stored rows

@@ -12,7 +12,7 @@ one metric of it right after that run is written.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ import pytest
 import gatecfg
 from gatecfg.analysis.replayer import replay, stored_runs
 from gatecfg.keys import series_key
+from gatecfg.membership import standing
 from gatecfg.resolve import load_tree
 from gatecfg.store import Store
 from gatecfg.verdicts import GateVerdicts
@@ -142,6 +143,12 @@ def test_the_nightly_and_its_replay_read_the_same_window_and_give_the_same_verdi
     resolved = load_tree(gates).test(TEST)
     with Store.open(db) as store:
         runs = stored_runs(store, TEST, list(METRICS), statuses=())
+        # The re-key warning's count of values in the old key's baselines spells the rule in SQL.
+        for metric in METRICS:
+            rows = store.history(test=TEST, metric=metric)
+            counted = sum(standing(replace(r.facts, before_shift=False), "trusted").joins for r in rows)
+            [summary] = store.coordinates_for(series_key(TEST, {}), metric)
+            assert summary.n_trusted_values == counted, metric
     replayed = replay(resolved, series_key(TEST, {}), runs, resolved.policy)
     assert len(replayed.runs) == len(live)
     for (statuses, windows), night, metrics in zip(live, replayed.runs, logged, strict=True):

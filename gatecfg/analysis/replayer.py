@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from gatecfg.band import Band, band, ragged_bands
 from gatecfg.following import Following, follow
-from gatecfg.membership import Baseline, Facts, cause, joins, rejoined, standing, taken_by_shift
+from gatecfg.membership import Baseline, Facts, cause, joining, rejoined, standing, taken_by_shift
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.shifts import Recent
@@ -189,11 +189,7 @@ class GateHistory:
         uniform = self._steps is not None
         chosen: list[_Row] = []
         by_step: dict[int, list[float]] = {}
-        for row, facts in self.newest():
-            if facts.before_shift:
-                break
-            if not joins(facts, baseline):
-                continue
+        for row, _ in joining(self.newest(), _second, baseline):
             if uniform:
                 chosen.append(row)
                 if len(chosen) == width:
@@ -414,6 +410,10 @@ class Replayer:
                 step: band(gate.constraint, window.history(step), self.policy.reference) for step in found
             }
         return {step: found.get(step) or band(gate.constraint, []) for step in steps}
+
+
+def _second(item: tuple[_Row, Facts]) -> Facts:
+    return item[1]
 
 
 def _floats(columns: PointColumns) -> npt.NDArray[np.float64]:

@@ -1,11 +1,11 @@
-"""Baselines for an evaluation: per (coordinate, step), the finite values of the newest `window` qualifying
-runs, read in a few statements however many coordinates a run has."""
+"""Baselines for an evaluation: per (coordinate, step), the finite values of the newest `window` runs that
+join the coordinate's baseline (gatecfg.membership decides which, from the facts the walk reads), read in a
+few statements however many coordinates a run has."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import pairwise
-from typing import Any, cast
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -20,20 +20,24 @@ from gatecfg.store.statements import (
     VALUE_COLUMNS,
     digest_span,
     newest_runs,
-    run_criteria,
     sqlite_points,
     sqlite_walk,
 )
-from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
+from gatecfg.store.tables import coordinates, metric_points
 from gatecfg.store.windowing import (
+    Candidate,
     Values,
     WindowRuns,
     chunk_points,
     chunked_by_pairs,
     chunks,
+    decided,
+    facts_of,
+    joining_runs,
     max_pairs,
     short_of_window,
     trim,
+    walk_depth,
     walked,
     window_of,
 )
@@ -68,43 +72,25 @@ def baselines(
     return found
 
 
-def _ranked_runs(hashes: Sequence[str], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
-    query = (
-        sa.select(
-            run_coordinates.c.coordinate_pk,
-            run_coordinates.c.run_pk,
-            run_coordinates.c.steps_digest,
-            coordinates.c.coordinate,
-            sa.func.row_number()
-            .over(partition_by=run_coordinates.c.coordinate_pk, order_by=NEWEST_FIRST)
-            .label("rn"),
-        )
-        .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
-        .join(runs, runs.c.pk == run_coordinates.c.run_pk)
-        .where(coordinates.c.coordinate.in_(hashes), *run_criteria(baseline, exclude_run_id))
-    )
-    return query.cte("ranked")
-
-
-def points_of(ranked: sa.CTE) -> sa.ColumnElement[bool]:
-    """The finite points of the (coordinate_pk, run_pk) pairs a ranking CTE picked."""
-    return sa.and_(
-        metric_points.c.coordinate_pk == ranked.c.coordinate_pk,
-        metric_points.c.run_pk == ranked.c.run_pk,
-        FINITE,
-    )
-
-
 def _window_values(
     conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
 ) -> dict[str, Window]:
-    windows, beyond_window, irregular = _newest_runs(conn, hashes, window, baseline, exclude_run_id)
+    windows, beyond_window, irregular, full = _newest_runs(conn, hashes, window, baseline, exclude_run_id)
     found = _window_points(conn, windows)
-    for steps, group in short_of_window(found, beyond_window, irregular, window).items():
-        older = _older_values(
-            conn, group, steps, window=window, baseline=baseline, exclude_run_id=exclude_run_id
-        )
-        for coordinate, older_by_step in older.items():
+    groups = short_of_window(found, beyond_window, irregular, window)
+    if not groups:
+        return found
+    rest = [coordinate for group in groups.values() for coordinate in group if coordinate not in full]
+    full.update((c, w.candidates) for c, w in _walks(conn, rest, EVERY_ROW, exclude_run_id).items())
+    for steps, group in groups.items():
+        older = {
+            coordinate: [
+                (windows[coordinate].coordinate_pk, run_pk)
+                for run_pk, _ in joining_runs(full[coordinate], baseline)[window:]
+            ]
+            for coordinate in group
+        }
+        for coordinate, older_by_step in values_of_runs(conn, older, steps, window).items():
             extended = found[coordinate].as_lists()
             for step, values in older_by_step.items():
                 kept = extended.setdefault(step, [])
@@ -113,28 +99,76 @@ def _window_values(
     return found
 
 
-# (windows, coordinates with qualifying runs beyond the window, those of them whose older runs hold a set of
-# steps that no run inside the window does, so a step may be missing from the window entirely)
-Walk = tuple[dict[str, WindowRuns], list[str], set[str]]
+class Walked(NamedTuple):
+    """A coordinate's newest stored rows, newest first, with the facts membership decides from, and the
+    lowest and highest steps digest the coordinate ever stored."""
+
+    coordinate_pk: int
+    candidates: list[Candidate]
+    span: tuple[str, str]
+
+
+# (windows, coordinates with joining runs beyond the window, those of them whose older runs hold a set of
+# steps that no run inside the window does, so a step may be missing from the window entirely; and the
+# coordinates whose every stored row was walked, with those rows)
+Walk = tuple[dict[str, WindowRuns], list[str], set[str], dict[str, list[Candidate]]]
+# A walk that reads every stored row of its coordinates (a LIMIT no history reaches).
+EVERY_ROW = 2**31 - 1
 
 
 def _newest_runs(
     conn: Connection, hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
 ) -> Walk:
-    """The window's runs: per coordinate, the newest `window` + 1 qualifying runs, walked newest first on
-    the index of runs by (series_key, created_at) and stopped there, so the cost does not grow with history
-    (at 80M values on PostgreSQL, 2,000 runs per coordinate: 0.012 s against 0.16-0.34 s for ranking them
-    all; at 80k values on SQLite 2 ms against 21 ms). A run's coordinates share its series key
-    (Store.write_run checks it), which is what lets the walk start from the coordinate. The one run past the
-    window says whether older runs exist; a second statement, only for those coordinates whose runs stored
-    more than one set of steps, asks whether any older run stored a set of steps that the window's runs
-    did not."""
-    walk = newest_runs(window, baseline, exclude_run_id)
-    # Where both digests are the one of the window's runs, no older run can hold other steps, and the
-    # second statement is not needed (nearly always).
-    lowest, highest = digest_span()
+    """The window's runs: per coordinate, the newest `window` + 1 runs that join its baseline
+    (gatecfg.membership decides), found by walking its newest stored rows newest first on the index of
+    runs by (series_key, created_at) and stopping after `walk_depth(window)`, so the cost does not grow
+    with history (at 80M values on PostgreSQL, 2,000 runs per coordinate: 0.012 s against 0.16-0.34 s for
+    ranking them all). A run's coordinates share its series key (Store.write_run checks it), which is
+    what lets the walk start from the coordinate. Where those rows did not settle the window (a long
+    streak of failures), and where the coordinate's runs stored more than one set of steps so that older
+    runs may hold steps the window's do not, every stored row of it is walked."""
+    depth = walk_depth(window)
     windows: dict[str, WindowRuns] = {}
     span: dict[str, tuple[str, str]] = {}
+    full: dict[str, list[Candidate]] = {}
+    unsettled = []
+    for coordinate, rows in _walks(conn, hashes, depth, exclude_run_id).items():
+        runs_of, known = decided(
+            rows.coordinate_pk, rows.candidates, baseline=baseline, window=window, limit=depth
+        )
+        if not known:
+            unsettled.append(coordinate)
+        elif runs_of.runs:
+            windows[coordinate], span[coordinate] = runs_of, rows.span
+    for coordinate, rows in _walks(conn, unsettled, EVERY_ROW, exclude_run_id).items():
+        full[coordinate] = rows.candidates
+        runs_of, _ = decided(
+            rows.coordinate_pk, rows.candidates, baseline=baseline, window=window, limit=EVERY_ROW
+        )
+        if runs_of.runs:
+            windows[coordinate], span[coordinate] = runs_of, rows.span
+    beyond_window, uncertain = trim(windows, span, window)
+    rest = [coordinate for coordinate in uncertain if coordinate not in full]
+    full.update((c, w.candidates) for c, w in _walks(conn, rest, EVERY_ROW, exclude_run_id).items())
+    irregular = set()
+    for coordinate in uncertain:
+        inside = {digest for _, digest in windows[coordinate].runs}
+        older = joining_runs(full[coordinate], baseline)[window:]
+        if any(digest not in inside for _, digest in older):
+            irregular.add(coordinate)
+    return windows, beyond_window, irregular, full
+
+
+def _walks(
+    conn: Connection, hashes: Sequence[str], limit: int, exclude_run_id: str | None
+) -> dict[str, Walked]:
+    """Per coordinate of `hashes` with stored rows: its newest `limit` of them (`Walked`)."""
+    if not hashes:
+        return {}
+    walk = newest_runs(exclude_run_id)
+    lowest, highest = digest_span()
+    params = {"limit": limit, "exclude_run_id": exclude_run_id}
+    found: dict[str, Walked] = {}
     if conn.dialect.name == "postgresql":
         lateral = walk.add_columns(sa.func.row_number().over(order_by=NEWEST_FIRST).label("rn")).lateral()
         first = lateral.c.rn == 1  # the two seeks once per coordinate, not once per run
@@ -142,57 +176,25 @@ def _newest_runs(
             sa.select(
                 coordinates.c.coordinate,
                 coordinates.c.pk,
-                lateral.c.run_pk,
-                lateral.c.steps_digest,
                 sa.case((first, lowest)),
                 sa.case((first, highest)),
+                *lateral.c,
             )
             .select_from(coordinates.join(lateral, sa.true()))
-            .where(coordinates.c.coordinate.in_(hashes))
+            .where(coordinates.c.coordinate.in_(list(hashes)))
             .order_by(coordinates.c.pk, lateral.c.rn)
         )
-        for coordinate, coordinate_pk, run_pk, digest, low, high in conn.execute(query):
-            if coordinate not in windows:
-                windows[coordinate] = WindowRuns(coordinate_pk, [])
-                span[coordinate] = (low, high)
-            windows[coordinate].runs.append((run_pk, digest))
-    else:
-        query = sqlite_walk(hashes, window, baseline, exclude_run_id)  # no LATERAL: JSON arrays
-        found = cast(Sequence[tuple[str, int, str, str, str]], conn.execute(query).all())
-        for coordinate, coordinate_pk, runs_found, low, high in found:
-            if runs_of := walked(runs_found):
-                windows[coordinate] = WindowRuns(coordinate_pk, runs_of)
-                span[coordinate] = (low, high)
-    beyond_window, uncertain = trim(windows, span, window)
-    if not uncertain:
-        return windows, beyond_window, set()
-    pk_of = {windows[coordinate].coordinate_pk: coordinate for coordinate in uncertain}
-    other_steps = (
-        sa.select(run_coordinates.c.coordinate_pk)
-        .distinct()
-        .select_from(
-            run_coordinates.join(runs, runs.c.pk == run_coordinates.c.run_pk).join(
-                coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk
-            )
-        )
-        .where(
-            sa.or_(*(_other_digests(windows[coordinate]) for coordinate in uncertain)),
-            *run_criteria(baseline, exclude_run_id),
-        )
-    )
-    irregular = {pk_of[coordinate_pk] for (coordinate_pk,) in conn.execute(other_steps)}
-    return windows, beyond_window, irregular
-
-
-def _other_digests(window_runs: WindowRuns) -> sa.ColumnElement[bool]:
-    """Rows of the coordinate whose digest is none of its window's: the ranges below, between and above
-    the window's digests, which the (coordinate_pk, steps_digest) index seeks (nearly always two empty
-    ranges around the one digest)."""
-    digest = run_coordinates.c.steps_digest
-    inside = sorted({d for _, d in window_runs.runs})
-    gaps = [digest < inside[0], digest > inside[-1]]
-    gaps += [sa.and_(digest > low, digest < high) for low, high in pairwise(inside)]
-    return sa.and_(run_coordinates.c.coordinate_pk == window_runs.coordinate_pk, sa.or_(*gaps))
+        for row in conn.execute(query, params):
+            coordinate, coordinate_pk, low, high, run_pk, digest = row[:6]
+            if coordinate not in found:
+                found[coordinate] = Walked(coordinate_pk, [], (low, high))
+            found[coordinate].candidates.append(Candidate(run_pk, digest, facts_of(row[8:13], row[13])))
+        return found
+    query = sqlite_walk(hashes, exclude_run_id)  # no LATERAL: JSON arrays
+    for coordinate, coordinate_pk, runs_found, low, high in conn.execute(query, params):
+        if candidates := walked(runs_found):
+            found[coordinate] = Walked(coordinate_pk, candidates, (low, high))
+    return found
 
 
 def _window_points(conn: Connection, windows: Mapping[str, WindowRuns]) -> dict[str, Window]:
@@ -260,58 +262,30 @@ def _points_rows(
     return driver_rows(conn, statement)
 
 
-def _older_values(
+def values_of_runs(
     conn: Connection,
-    hashes: Sequence[str],
-    steps: frozenset[int] | None,
-    *,
+    ordered: Mapping[str, Sequence[tuple[int, int]]],
+    steps: Collection[int] | None,
     window: int,
-    baseline: Baseline,
-    exclude_run_id: str | None,
 ) -> dict[str, Values]:
-    """Up to `window` finite values per step from the qualifying runs ranked beyond the window.
-
-    `steps` None reads every step; a set of steps lets the primary key seek just those.
-    """
-    step_lists: list[Sequence[int] | None] = [None] if steps is None else list(chunks(sorted(steps)))
+    """Per key, up to `window` finite values per step of its (coordinate_pk, run_pk) pairs, in the order
+    given (newest first). `steps` None reads every step; a set of steps lets the primary key seek just
+    those. The window's own values have a faster read (`_window_points`); this one reads on past it."""
+    rank = {pair: (key, n) for key, pairs in ordered.items() for n, pair in enumerate(pairs)}
+    rows: list[tuple[str, int, int, float]] = []
+    for part in chunks(sorted(rank), max_pairs(conn.dialect.name)):
+        query = sa.select(
+            metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step, metric_points.c.value
+        ).where(sa.tuple_(metric_points.c.coordinate_pk, metric_points.c.run_pk).in_(list(part)), FINITE)
+        if steps is not None:
+            query = query.where(metric_points.c.step.in_(sorted(steps)))
+        for coordinate_pk, run_pk, step, value in conn.execute(query):
+            key, n = rank[(coordinate_pk, run_pk)]
+            rows.append((key, n, int(step), float(value)))
+    rows.sort(key=lambda row: row[:2])
     found: dict[str, Values] = {}
-    ranked = _ranked_runs(hashes, baseline, exclude_run_id)
-    for step_list in step_lists:
-        query = beyond_window(ranked, ranked.c.coordinate, ranked.c.coordinate_pk, window, step_list)
-        for coordinate, step, value in conn.execute(query):
-            found.setdefault(coordinate, {}).setdefault(step, []).append(value)
+    for key, _, step, value in rows:
+        kept = found.setdefault(key, {}).setdefault(step, [])
+        if len(kept) < window:
+            kept.append(value)
     return found
-
-
-def beyond_window(
-    ranked: sa.CTE,
-    key: sa.ColumnElement[Any],
-    partition: sa.ColumnElement[Any],
-    window: int,
-    steps: Sequence[int] | None,
-    *criteria: sa.ColumnElement[bool],
-) -> sa.Select[Any]:
-    """(key, step, value): up to `window` finite values per key and step from the runs a ranking CTE put
-    beyond the window (`rn > window`), the nearest first; `steps` None reads every step, a list lets the
-    primary key seek just those. The plain and the carried baselines both read on this way."""
-    points = points_of(ranked)
-    if steps is not None:
-        points = sa.and_(points, metric_points.c.step.in_(steps))
-    numbered = (
-        sa.select(
-            key.label("key"),
-            metric_points.c.step,
-            metric_points.c.value,
-            sa.func.row_number()
-            .over(partition_by=(partition, metric_points.c.step), order_by=ranked.c.rn)
-            .label("k"),
-        )
-        .select_from(ranked.join(metric_points, points))
-        .where(ranked.c.rn > window, *criteria)
-        .subquery("numbered")
-    )
-    return (
-        sa.select(numbered.c.key, numbered.c.step, numbered.c.value)
-        .where(numbered.c.k <= window)
-        .order_by(numbered.c.key, numbered.c.step, numbered.c.k)
-    )

@@ -48,8 +48,10 @@ from gatecfg.store.windowing import (
     chunk_points,
     chunked_by_pairs,
     chunks,
+    decided,
     max_pairs,
     trim,
+    walk_depth,
     walked,
 )
 from gatecfg.windows import Baselines, Window
@@ -314,14 +316,20 @@ def _baselines(
     for chunk in chunks(wanted):
         if _run(conn, "carried", hashes=chunk).fetchone() is not None:
             return None
-    walk = f"walk {baseline}{' excluding' * (exclude_run_id is not None)}"
+    walk = "walk excluding" if exclude_run_id is not None else "walk"
+    depth = walk_depth(window)
     windows: dict[str, WindowRuns] = {}
     span: dict[str, tuple[str, str]] = {}
     for chunk in chunks(wanted):
-        walks = _run(conn, walk, limit=window + 1, exclude_run_id=exclude_run_id, hashes=chunk)
+        walks = _run(conn, walk, limit=depth, exclude_run_id=exclude_run_id, hashes=chunk)
         for coordinate, coordinate_pk, runs_json, low, high in walks:
-            if runs_of := walked(runs_json):
-                windows[coordinate] = WindowRuns(coordinate_pk, runs_of)
+            runs_of, known = decided(
+                coordinate_pk, walked(runs_json), baseline=baseline, window=window, limit=depth
+            )
+            if not known:
+                return None  # a streak of failures longer than the walk: `Store` reads every row
+            if runs_of.runs:
+                windows[coordinate] = runs_of
                 span[coordinate] = (low, high)
     # Not uncertain: each coordinate's window runs and all its older runs stored one set of finite steps,
     # so no step of a full window comes up short and nothing older needs reading.

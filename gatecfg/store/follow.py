@@ -10,10 +10,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from gatecfg.shifts import Cause, Recent, Shift
-from gatecfg.store.statements import FINITE, NEWEST_FIRST, qualifies
+from gatecfg.membership import cause, standing
+from gatecfg.shifts import Recent, Shift
+from gatecfg.store.statements import FACT_COLUMNS, FINITE, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs, shifts
-from gatecfg.store.windowing import chunks
+from gatecfg.store.windowing import chunks, facts_of
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,8 @@ def recent(
             runs.c.run_id,
             runs.c.commit_sha,
             runs.c.created_at,
-            qualifies("trusted", coordinates.c.coordinate).label("in_baseline"),
-            run_coordinates.c.gate_trusted,
-            run_coordinates.c.trust_override,
-            runs.c.trust_override.label("run_override"),
-            runs.c.gate_trusted.label("run_trusted"),
+            *FACT_COLUMNS,
+            before_shift(coordinates.c.coordinate).label("before_shift"),
             change.label("change"),
             sa.func.row_number()
             .over(partition_by=run_coordinates.c.coordinate_pk, order_by=NEWEST_FIRST)
@@ -83,27 +81,21 @@ def recent(
     found: dict[str, list[Recent]] = {}
     for chunk in chunks(sorted(set(hashes))):
         for row in conn.execute(query, {"hashes": list(chunk)}):
-            failed = row.gate_trusted is False
+            facts = facts_of(row[4:9], row.before_shift)
+            # Followed shifts and stale baselines read the `trusted` baseline, whatever the policy's.
+            kept = standing(facts, "trusted")
             found.setdefault(row.coordinate, []).append(
                 Recent(
                     run_id=row.run_id,
                     commit=row.commit_sha,
                     created_at=row.created_at,
-                    in_baseline=bool(row.in_baseline),
-                    failed=failed,
-                    cause=None if row.in_baseline else _cause(row),
+                    in_baseline=kept.joins,
+                    failed=facts.gate_trusted is False,
+                    cause=None if kept.joins else cause(facts),
                     change=None if row.change is None else float(row.change),
                 )
             )
     return found
-
-
-def _cause(row: sa.Row[tuple[object, ...]]) -> Cause:
-    if row.trust_override is False or row.run_override is False:
-        return "untrusted"
-    if row.gate_trusted is None and row.run_trusted is False:
-        return "run untrusted"
-    return "failed"
 
 
 def rejoin(conn: Connection, hashes: Sequence[str]) -> int:

@@ -17,11 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
-from gatecfg.membership import Baseline
-from gatecfg.store.baselines import beyond_window, points_of
-from gatecfg.store.statements import ACTIVE_CARRY, NEWEST_FIRST, qualifies
-from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs
-from gatecfg.store.windowing import chunks
+from gatecfg.membership import Baseline, Facts, joining
+from gatecfg.store.baselines import values_of_runs
+from gatecfg.store.statements import ACTIVE_CARRY, FACT_COLUMNS, NEWEST_FIRST, before_shift
+from gatecfg.store.tables import carries, coordinates, run_coordinates, runs
+from gatecfg.store.windowing import chunks, facts_of
 
 ACTIVE = ACTIVE_CARRY
 # Each target brings itself and its sources as bound literals; a few hundred keep the statement small.
@@ -193,58 +193,50 @@ def baselines(
     exclude_run_id: str | None,
 ) -> dict[tuple[str, int], list[float]]:
     """`baselines.baselines` for coordinates that continue others: per (coordinate, step), the newest `window`
-    finite values of qualifying runs stored under the coordinate or any it continues, newest first.
+    finite values of the runs that join its baseline among those stored under the coordinate or any it
+    continues, newest first.
 
-    Read the way `baselines.baselines` reads one coordinate, with the runs of a whole chain ranked together:
-    the points of the newest `window` runs first, then older runs only for the steps that came up short
-    (or every step, where older runs stored steps the window lacks). A run writes one key per series and
-    metric, so a run never appears twice in one chain.
+    The rows of a whole chain are walked together, newest first, and gatecfg.membership decides which join
+    (an accepted shift of the target bounds them all); the points of the newest `window` of those are read
+    first, then older ones only for the steps that came up short (or every step, where older runs stored
+    steps the window lacks). A run writes one key per series and metric, so a run never appears twice in
+    one chain.
     """
     found: dict[tuple[str, int], list[float]] = {}
     for chunk in chunks(sorted(carried), TARGETS_PER_QUERY):
         members = {target: (target, *carried[target]) for target in chunk}
-        ranked = _ranked(members, baseline, exclude_run_id)
-        query = (
-            sa.select(
-                ranked.c.target,
-                ranked.c.n_runs,
-                ranked.c.steps_digest,
-                metric_points.c.step,
-                metric_points.c.value,
+        joined = {
+            target: list(joining(rows, lambda row: row[2], baseline))
+            for target, rows in _candidates(conn, members, exclude_run_id).items()
+        }
+        first = {target: [pair for pair, _, _ in rows[:window]] for target, rows in joined.items()}
+        have = values_of_runs(conn, first, None, window)
+        for target, rows in joined.items():
+            if len(rows) <= window:
+                continue
+            inside = {digest for _, digest, _ in rows[:window]}
+            by_step = have.setdefault(target, {})
+            irregular = any(digest not in inside for _, digest, _ in rows[window:])
+            short = [step for step, values in by_step.items() if len(values) < window]
+            if not irregular and not short:
+                continue
+            older = values_of_runs(
+                conn, {target: [pair for pair, _, _ in rows[window:]]}, None if irregular else short, window
             )
-            .select_from(ranked.outerjoin(metric_points, points_of(ranked)))
-            .where(ranked.c.rn <= window)
-            .order_by(ranked.c.target, ranked.c.rn, metric_points.c.step)
-        )
-        have: dict[str, dict[int, list[float]]] = {}
-        digests: dict[str, set[str]] = {}
-        beyond: list[str] = []
-        for target, n_runs, digest, step, value in conn.execute(query):
-            if target not in have:
-                have[target] = {}
-                if n_runs > window:
-                    beyond.append(target)
-            digests.setdefault(target, set()).add(digest)
-            if step is not None:
-                have[target].setdefault(step, []).append(value)
-        if beyond:
-            _read_older(
-                conn,
-                {target: members[target] for target in beyond},
-                have,
-                digests=digests,
-                window=window,
-                baseline=baseline,
-                exclude_run_id=exclude_run_id,
-            )
+            for step, values in older.get(target, {}).items():
+                kept = by_step.setdefault(step, [])
+                kept.extend(values[: window - len(kept)])
         found.update(
             ((target, step), values) for target, by_step in have.items() for step, values in by_step.items()
         )
     return found
 
 
-def _ranked(members: Mapping[str, Sequence[str]], baseline: Baseline, exclude_run_id: str | None) -> sa.CTE:
-    """The qualifying runs of each target's chain, newest first (`rn`), with how many there are."""
+def _candidates(
+    conn: Connection, members: Mapping[str, Sequence[str]], exclude_run_id: str | None
+) -> dict[str, list[tuple[tuple[int, int], str, Facts]]]:
+    """Per target, every stored row of its chain, newest first: ((coordinate_pk, run_pk), steps digest,
+    the facts membership decides from)."""
     pairs = sa.union_all(
         *(
             sa.select(
@@ -260,48 +252,20 @@ def _ranked(members: Mapping[str, Sequence[str]], baseline: Baseline, exclude_ru
             run_coordinates.c.coordinate_pk,
             run_coordinates.c.run_pk,
             run_coordinates.c.steps_digest,
-            sa.func.row_number().over(partition_by=pairs.c.target, order_by=NEWEST_FIRST).label("rn"),
-            sa.func.count().over(partition_by=pairs.c.target).label("n_runs"),
+            *FACT_COLUMNS,
+            before_shift(pairs.c.target),
         )
         .select_from(
             pairs.join(coordinates, coordinates.c.coordinate == pairs.c.member)
             .join(run_coordinates, run_coordinates.c.coordinate_pk == coordinates.c.pk)
             .join(runs, runs.c.pk == run_coordinates.c.run_pk)
         )
-        .where(qualifies(baseline, pairs.c.target))
+        .order_by(pairs.c.target, *NEWEST_FIRST)
     )
     if exclude_run_id is not None:
         query = query.where(runs.c.run_id != exclude_run_id)
-    return query.cte("ranked")
-
-
-def _read_older(
-    conn: Connection,
-    members: Mapping[str, Sequence[str]],
-    have: dict[str, dict[int, list[float]]],
-    *,
-    digests: Mapping[str, set[str]],
-    window: int,
-    baseline: Baseline,
-    exclude_run_id: str | None,
-) -> None:
-    """Fill the short steps of these targets (each with more than `window` runs) from their older runs."""
-    ranked = _ranked(members, baseline, exclude_run_id)
-    older_digests = sa.select(ranked.c.target, ranked.c.steps_digest).where(ranked.c.rn > window).distinct()
-    # Older runs that stored a set of steps no run in the window did may hold steps the window lacks.
-    irregular = {target for target, digest in conn.execute(older_digests) if digest not in digests[target]}
-    # Targets grouped by the steps to read in their older runs (None: every step), one query per group.
-    groups: dict[tuple[int, ...] | None, list[str]] = {}
-    for target in members:
-        short = tuple(sorted(step for step, values in have[target].items() if len(values) < window))
-        if target in irregular or short:
-            groups.setdefault(None if target in irregular else short, []).append(target)
-    for steps, targets in groups.items():
-        for part in [None] if steps is None else chunks(steps):
-            query = beyond_window(
-                ranked, ranked.c.target, ranked.c.target, window, part, ranked.c.target.in_(targets)
-            )
-            for target, step, value in conn.execute(query):
-                kept = have[target].setdefault(step, [])
-                if len(kept) < window:
-                    kept.append(value)
+    found: dict[str, list[tuple[tuple[int, int], str, Facts]]] = {}
+    for row in conn.execute(query):
+        target, coordinate_pk, run_pk, digest = row[:4]
+        found.setdefault(target, []).append(((coordinate_pk, run_pk), digest, facts_of(row[4:9], row[9])))
+    return found

@@ -266,114 +266,59 @@ STATEMENTS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], dict[str, int]
                    {'value_1': -1.7976931348623157e+308, 'value_2': 1.7976931348623157e+308},
                    {'coordinate_pks': 0, 'pairs': 2},
                    ('value',)),
- 'walk nightly': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT '
-                  'json_group_array(json_array(newest.run_pk, newest.steps_digest, newest.created_at, '
-                  'newest.pk)) AS json_group_array_1 \n'
-                  'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS '
-                  'steps_digest, runs.created_at AS created_at, runs.pk AS pk \n'
-                  'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
-                  'run_coordinates.coordinate_pk = coordinates.pk \n'
-                  'WHERE runs.series_key = coordinates.series_key AND '
-                  'coalesce(run_coordinates.trust_override, runs.trust_override, 1) IS 1 AND NOT (EXISTS '
-                  '(SELECT shifts.pk \n'
-                  'FROM shifts \n'
-                  'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
-                  'shifts.first_created_at > runs.created_at)) ORDER BY runs.created_at DESC, runs.pk DESC\n'
-                  ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT min(run_coordinates.steps_digest) AS '
-                  'min_1 \n'
-                  'FROM run_coordinates \n'
-                  'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_2, (SELECT '
-                  'max(run_coordinates.steps_digest) AS max_1 \n'
-                  'FROM run_coordinates \n'
-                  'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3 \n'
-                  'FROM coordinates \n'
-                  'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY coordinates.pk',
-                  ('limit', 'param_1', 'hashes'),
-                  {'param_1': 0},
-                  {'hashes': 0},
-                  ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2')),
- 'walk nightly excluding': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT '
-                            'json_group_array(json_array(newest.run_pk, newest.steps_digest, '
-                            'newest.created_at, newest.pk)) AS json_group_array_1 \n'
-                            'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS '
-                            'steps_digest, runs.created_at AS created_at, runs.pk AS pk \n'
-                            'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
-                            'run_coordinates.coordinate_pk = coordinates.pk \n'
-                            'WHERE runs.series_key = coordinates.series_key AND '
-                            'coalesce(run_coordinates.trust_override, runs.trust_override, 1) IS 1 AND NOT '
-                            '(EXISTS (SELECT shifts.pk \n'
-                            'FROM shifts \n'
-                            'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL '
-                            'AND shifts.first_created_at > runs.created_at)) AND runs.run_id != ? ORDER BY '
-                            'runs.created_at DESC, runs.pk DESC\n'
-                            ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT '
-                            'min(run_coordinates.steps_digest) AS min_1 \n'
-                            'FROM run_coordinates \n'
-                            'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_2, (SELECT '
-                            'max(run_coordinates.steps_digest) AS max_1 \n'
-                            'FROM run_coordinates \n'
-                            'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3 \n'
-                            'FROM coordinates \n'
-                            'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY '
-                            'coordinates.pk',
-                            ('exclude_run_id', 'limit', 'param_1', 'hashes'),
-                            {'param_1': 0},
-                            {'hashes': 0},
-                            ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2')),
- 'walk trusted': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT '
-                  'json_group_array(json_array(newest.run_pk, newest.steps_digest, newest.created_at, '
-                  'newest.pk)) AS json_group_array_1 \n'
-                  'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS '
-                  'steps_digest, runs.created_at AS created_at, runs.pk AS pk \n'
-                  'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
-                  'run_coordinates.coordinate_pk = coordinates.pk \n'
-                  'WHERE runs.series_key = coordinates.series_key AND '
-                  'coalesce(run_coordinates.trust_override, runs.trust_override, CASE WHEN '
-                  '(run_coordinates.rejoined IS NOT NULL) THEN 1 END, run_coordinates.gate_trusted, '
-                  'runs.gate_trusted) IS 1 AND NOT (EXISTS (SELECT shifts.pk \n'
-                  'FROM shifts \n'
-                  'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
-                  'shifts.first_created_at > runs.created_at)) ORDER BY runs.created_at DESC, runs.pk DESC\n'
-                  ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT min(run_coordinates.steps_digest) AS '
-                  'min_1 \n'
-                  'FROM run_coordinates \n'
-                  'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_2, (SELECT '
-                  'max(run_coordinates.steps_digest) AS max_1 \n'
-                  'FROM run_coordinates \n'
-                  'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3 \n'
-                  'FROM coordinates \n'
-                  'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY coordinates.pk',
-                  ('limit', 'param_1', 'hashes'),
-                  {'param_1': 0},
-                  {'hashes': 0},
-                  ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2')),
- 'walk trusted excluding': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT '
-                            'json_group_array(json_array(newest.run_pk, newest.steps_digest, '
-                            'newest.created_at, newest.pk)) AS json_group_array_1 \n'
-                            'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS '
-                            'steps_digest, runs.created_at AS created_at, runs.pk AS pk \n'
-                            'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
-                            'run_coordinates.coordinate_pk = coordinates.pk \n'
-                            'WHERE runs.series_key = coordinates.series_key AND '
-                            'coalesce(run_coordinates.trust_override, runs.trust_override, CASE WHEN '
-                            '(run_coordinates.rejoined IS NOT NULL) THEN 1 END, '
-                            'run_coordinates.gate_trusted, runs.gate_trusted) IS 1 AND NOT (EXISTS (SELECT '
-                            'shifts.pk \n'
-                            'FROM shifts \n'
-                            'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL '
-                            'AND shifts.first_created_at > runs.created_at)) AND runs.run_id != ? ORDER BY '
-                            'runs.created_at DESC, runs.pk DESC\n'
-                            ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT '
-                            'min(run_coordinates.steps_digest) AS min_1 \n'
-                            'FROM run_coordinates \n'
-                            'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_2, (SELECT '
-                            'max(run_coordinates.steps_digest) AS max_1 \n'
-                            'FROM run_coordinates \n'
-                            'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3 \n'
-                            'FROM coordinates \n'
-                            'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY '
-                            'coordinates.pk',
-                            ('exclude_run_id', 'limit', 'param_1', 'hashes'),
-                            {'param_1': 0},
-                            {'hashes': 0},
-                            ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2'))}
+ 'walk': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT json_group_array(json_array(newest.run_pk, '
+          'newest.steps_digest, newest.created_at, newest.pk, newest.gate_trusted, newest.gate_trusted_1, '
+          'newest.trust_override, newest.trust_override_1, newest.rejoined, newest.anon_2)) AS '
+          'json_group_array_1 \n'
+          'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS steps_digest, '
+          'runs.created_at AS created_at, runs.pk AS pk, run_coordinates.gate_trusted AS gate_trusted, '
+          'runs.gate_trusted AS gate_trusted_1, run_coordinates.trust_override AS trust_override, '
+          'runs.trust_override AS trust_override_1, run_coordinates.rejoined AS rejoined, EXISTS (SELECT '
+          'shifts.pk \n'
+          'FROM shifts \n'
+          'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
+          'shifts.first_created_at > runs.created_at) AS anon_2 \n'
+          'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
+          'run_coordinates.coordinate_pk = coordinates.pk \n'
+          'WHERE runs.series_key = coordinates.series_key ORDER BY runs.created_at DESC, runs.pk DESC\n'
+          ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT min(run_coordinates.steps_digest) AS min_1 \n'
+          'FROM run_coordinates \n'
+          'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3, (SELECT '
+          'max(run_coordinates.steps_digest) AS max_1 \n'
+          'FROM run_coordinates \n'
+          'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_4 \n'
+          'FROM coordinates \n'
+          'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY coordinates.pk',
+          ('limit', 'param_1', 'hashes'),
+          {'param_1': 0},
+          {'hashes': 0},
+          ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2')),
+ 'walk excluding': ('SELECT coordinates.coordinate, coordinates.pk, (SELECT '
+                    'json_group_array(json_array(newest.run_pk, newest.steps_digest, newest.created_at, '
+                    'newest.pk, newest.gate_trusted, newest.gate_trusted_1, newest.trust_override, '
+                    'newest.trust_override_1, newest.rejoined, newest.anon_2)) AS json_group_array_1 \n'
+                    'FROM (SELECT run_coordinates.run_pk AS run_pk, run_coordinates.steps_digest AS '
+                    'steps_digest, runs.created_at AS created_at, runs.pk AS pk, '
+                    'run_coordinates.gate_trusted AS gate_trusted, runs.gate_trusted AS gate_trusted_1, '
+                    'run_coordinates.trust_override AS trust_override, runs.trust_override AS '
+                    'trust_override_1, run_coordinates.rejoined AS rejoined, EXISTS (SELECT shifts.pk \n'
+                    'FROM shifts \n'
+                    'WHERE shifts.coordinate = coordinates.coordinate AND shifts.undone_at IS NULL AND '
+                    'shifts.first_created_at > runs.created_at) AS anon_2 \n'
+                    'FROM runs JOIN run_coordinates ON run_coordinates.run_pk = runs.pk AND '
+                    'run_coordinates.coordinate_pk = coordinates.pk \n'
+                    'WHERE runs.series_key = coordinates.series_key AND runs.run_id != ? ORDER BY '
+                    'runs.created_at DESC, runs.pk DESC\n'
+                    ' LIMIT ? OFFSET ?) AS newest) AS anon_1, (SELECT min(run_coordinates.steps_digest) AS '
+                    'min_1 \n'
+                    'FROM run_coordinates \n'
+                    'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_3, (SELECT '
+                    'max(run_coordinates.steps_digest) AS max_1 \n'
+                    'FROM run_coordinates \n'
+                    'WHERE run_coordinates.coordinate_pk = coordinates.pk) AS anon_4 \n'
+                    'FROM coordinates \n'
+                    'WHERE coordinates.coordinate IN (__[POSTCOMPILE_hashes]) ORDER BY coordinates.pk',
+                    ('exclude_run_id', 'limit', 'param_1', 'hashes'),
+                    {'param_1': 0},
+                    {'hashes': 0},
+                    ('coordinate', 'pk', '_no_label', '_no_label_1', '_no_label_2'))}

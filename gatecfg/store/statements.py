@@ -32,32 +32,21 @@ from gatecfg.store.tables import carries, coordinates, metric_points, run_coordi
 
 # Effective trust of a run: an explicit trust/untrust wins over the verdict the run got when it was written.
 TRUSTED = sa.func.coalesce(runs.c.trust_override, runs.c.gate_trusted)
-# Effective trust of one gate's values in a run (a run_coordinates row): a hand override of the gate wins,
-# then one of the whole run; then a failed value that rejoined the baseline (the gate passed later, or an
-# accepted shift); then the gate's own verdict when written; rows written before revision 0005 have none,
-# and the run's verdict counts, as it did.
-GATE_TRUSTED = sa.func.coalesce(
-    run_coordinates.c.trust_override,
-    runs.c.trust_override,
-    sa.case((run_coordinates.c.rejoined.is_not(None), sa.true())),
-    run_coordinates.c.gate_trusted,
-    runs.c.gate_trusted,
-)
 NEWEST_FIRST = (runs.c.created_at.desc(), runs.c.pk.desc())
 # Excludes NULL (NaN) and infinities, which no band can be built from.
 FINITE = metric_points.c.value.between(-sys.float_info.max, sys.float_info.max)
 ACTIVE_CARRY = carries.c.undone_at.is_(None)
 
 
-def qualifies(baseline: Baseline, coordinate: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-    """Run coordinates whose values form the baseline of `coordinate` (the hash the query correlates to):
-    `trusted` ones (per gate, `GATE_TRUSTED`), or for `nightly` every one not untrusted by hand; and none
-    older than the first run of an accepted shift of that coordinate (`shifts`)."""
-    if baseline == "trusted":
-        trust = GATE_TRUSTED
-    else:
-        trust = sa.func.coalesce(run_coordinates.c.trust_override, runs.c.trust_override, sa.true())
-    return sa.and_(trust.is_(True), ~before_shift(coordinate))
+# What gatecfg.membership reads of a candidate (coordinate, run) row to decide whether its values join the
+# baseline: the store hands these over and decides nothing (windowing.facts_of reads them, in this order).
+FACT_COLUMNS = (
+    run_coordinates.c.gate_trusted,
+    runs.c.gate_trusted,
+    run_coordinates.c.trust_override,
+    runs.c.trust_override,
+    run_coordinates.c.rejoined,
+)
 
 
 def before_shift(coordinate: sa.ColumnElement[str]) -> sa.Exists:
@@ -76,26 +65,26 @@ def before_shift(coordinate: sa.ColumnElement[str]) -> sa.Exists:
 
 
 def run_qualifies(baseline: Baseline) -> sa.ColumnElement[bool]:
-    """Whole runs whose values form baselines, gate by gate aside: `trusted` ones (the run's own trust),
-    or for `nightly` every run not untrusted by hand."""
+    """Whole runs whose trust lets them stand for a series' baseline (the newest such run is what a
+    failing night's report compares its metadata with): a run no gate kept out, or trusted by hand; for
+    `nightly` every run not untrusted by hand."""
     trust = TRUSTED if baseline == "trusted" else sa.func.coalesce(runs.c.trust_override, sa.true())
     return trust.is_(True)
 
 
-def run_criteria(baseline: Baseline, exclude_run_id: str | None) -> list[sa.ColumnElement[bool]]:
-    """The run coordinates a baseline reads (a query with `coordinates` in its FROM, or correlated to it):
-    qualifying ones, other than the run being judged."""
-    criteria = [qualifies(baseline, coordinates.c.coordinate)]
-    if exclude_run_id is not None:
-        criteria.append(runs.c.run_id != sa.bindparam("exclude_run_id", exclude_run_id))
-    return criteria
-
-
-def newest_runs(window: int, baseline: Baseline, exclude_run_id: str | None) -> sa.Select[Any]:
-    """Correlated to `coordinates`: the coordinate's newest `window` + 1 qualifying runs, newest first,
-    walked on the runs (series_key, created_at) index (a run's coordinates share its series key)."""
-    return (
-        sa.select(run_coordinates.c.run_pk, run_coordinates.c.steps_digest, runs.c.created_at, runs.c.pk)
+def newest_runs(exclude_run_id: str | None) -> sa.Select[Any]:
+    """Correlated to `coordinates`: the coordinate's newest `limit` stored runs (whatever their trust),
+    newest first, with the facts gatecfg.membership decides from, walked on the runs (series_key,
+    created_at) index (a run's coordinates share its series key)."""
+    query = (
+        sa.select(
+            run_coordinates.c.run_pk,
+            run_coordinates.c.steps_digest,
+            runs.c.created_at,
+            runs.c.pk,
+            *FACT_COLUMNS,
+            before_shift(coordinates.c.coordinate),
+        )
         .select_from(
             runs.join(
                 run_coordinates,
@@ -105,11 +94,14 @@ def newest_runs(window: int, baseline: Baseline, exclude_run_id: str | None) -> 
                 ),
             )
         )
-        .where(runs.c.series_key == coordinates.c.series_key, *run_criteria(baseline, exclude_run_id))
+        .where(runs.c.series_key == coordinates.c.series_key)
         .order_by(*NEWEST_FIRST)
-        .limit(sa.bindparam("limit", window + 1))
+        .limit(sa.bindparam("limit"))
         .correlate(coordinates)
     )
+    if exclude_run_id is not None:
+        query = query.where(runs.c.run_id != sa.bindparam("exclude_run_id", exclude_run_id))
+    return query
 
 
 def digest_span() -> tuple[sa.ScalarSelect[Any], sa.ScalarSelect[Any]]:
@@ -123,19 +115,14 @@ def digest_span() -> tuple[sa.ScalarSelect[Any], sa.ScalarSelect[Any]]:
     return lowest, highest
 
 
-def sqlite_walk(
-    hashes: Sequence[str], window: int, baseline: Baseline, exclude_run_id: str | None
-) -> sa.Select[Any]:
+def sqlite_walk(hashes: Sequence[str], exclude_run_id: str | None) -> sa.Select[Any]:
     """(coordinate, pk, newest runs as one JSON array, lowest digest, highest digest) per coordinate.
 
     SQLite has no LATERAL: a correlated subquery per coordinate walks the index and hands its runs back as
     one JSON array (created_at and pk say their order; an aggregate's input order is not promised)."""
-    newest = newest_runs(window, baseline, exclude_run_id).subquery("newest")
+    newest = newest_runs(exclude_run_id).subquery("newest")
     runs_json = sa.select(
-        sa.func.json_group_array(
-            sa.func.json_array(newest.c.run_pk, newest.c.steps_digest, newest.c.created_at, newest.c.pk),
-            type_=sa.String,
-        )
+        sa.func.json_group_array(sa.func.json_array(*newest.c), type_=sa.String)
     ).scalar_subquery()
     lowest, highest = digest_span()
     return (
@@ -197,7 +184,18 @@ def has_runs(series_key: str, exclude_run_id: str | None) -> sa.Select[Any]:
 
 def summaries_query() -> sa.Select[Any]:
     """Stored coordinates with their amount of history, most recently written first; callers add a WHERE."""
-    trusted_values = sa.case((GATE_TRUSTED.is_(True), run_coordinates.c.n_values), else_=0)
+    # The values a re-key warning says the old key holds in its baselines: a count over every stored row,
+    # so in SQL, spelling gatecfg.membership's precedence for the `trusted` baseline (hand trust of the
+    # gate, of the run; a rejoin; the gate's verdict; the run's), shifts aside. tests/test_one_baseline.py
+    # holds it equal to the rule.
+    joined = sa.func.coalesce(
+        run_coordinates.c.trust_override,
+        runs.c.trust_override,
+        sa.case((run_coordinates.c.rejoined.is_not(None), sa.true())),
+        run_coordinates.c.gate_trusted,
+        runs.c.gate_trusted,
+    )
+    trusted_values = sa.case((joined.is_(True), run_coordinates.c.n_values), else_=0)
     last_written = sa.func.max(runs.c.created_at).label("last_written")
     return (
         sa.select(
@@ -304,10 +302,8 @@ def direct_statements() -> dict[str, sa.Select[Any]]:
         "points steps": sqlite_points(STEP_COLUMNS, pairs),
         "points values": sqlite_points(VALUE_COLUMNS, pairs),
     }
-    baselines: tuple[Baseline, ...] = ("trusted", "nightly")
-    for baseline in baselines:
-        found[f"walk {baseline}"] = sqlite_walk(some, 1, baseline, None)
-        found[f"walk {baseline} excluding"] = sqlite_walk(some, 1, baseline, "")
+    found["walk"] = sqlite_walk(some, None)
+    found["walk excluding"] = sqlite_walk(some, "")
     for series_key, in_series in ((None, ""), ("", " in_series")):
         found[f"history_keys{in_series}"] = history_keys("", "", series_key)
         for step, at_step in ((None, ""), (0, " at_step")):

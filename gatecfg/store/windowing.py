@@ -1,10 +1,11 @@
-"""The driver-free half of reading baselines: which runs form each coordinate's window, and the values of
-those runs turned into per-step windows. Both readers of the store share it: SQLAlchemy's
-(`store/baselines.py`, every store and every shape of history) and evaluate's sqlite3 one
-(`store/direct.py`), which must not import SQLAlchemy."""
+"""The driver-free half of reading baselines: each coordinate's candidate runs as the store walked them,
+cut to its window by gatecfg.membership (the one rule), and the values of those runs turned into per-step
+windows. Both readers of the store share it: SQLAlchemy's (`store/baselines.py`, every store and every
+shape of history) and evaluate's sqlite3 one (`store/direct.py`), which must not import SQLAlchemy."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gatecfg.membership import Baseline, Facts, joining
 from gatecfg.windows import Window
 
 T = TypeVar("T")
@@ -33,6 +35,56 @@ PointRows = Callable[[bool, Sequence[tuple[int, int]]], Iterable[Sequence[Any]]]
 class WindowRuns:
     coordinate_pk: int
     runs: list[tuple[int, str]]  # (run_pk, steps_digest) of the window's runs, newest first
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A stored (coordinate, run) row as the walk hands it over: what membership decides from."""
+
+    run_pk: int
+    digest: str
+    facts: Facts
+
+
+def walk_depth(window: int) -> int:
+    """Rows a first walk reads per coordinate, whatever their trust: the window, the one run past it,
+    and as many again for runs a gate failed or a person untrusted (a streak of failures that long is
+    read on by a second walk)."""
+    return 2 * (window + 1)
+
+
+def decided(
+    coordinate_pk: int, candidates: Sequence[Candidate], *, baseline: Baseline, window: int, limit: int
+) -> tuple[WindowRuns, bool]:
+    """The coordinate's newest `window` + 1 joining runs (the one past the window says older ones exist),
+    and whether the walk of `limit` rows was enough to know them: it found them all, reached the oldest
+    stored row, or reached a row older than an accepted shift."""
+    chosen = list(itertools.islice(joining(candidates, _facts, baseline), window + 1))
+    known = len(chosen) > window or len(candidates) < limit or any(c.facts.before_shift for c in candidates)
+    return WindowRuns(coordinate_pk, [(c.run_pk, c.digest) for c in chosen]), known
+
+
+def joining_runs(candidates: Sequence[Candidate], baseline: Baseline) -> list[tuple[int, str]]:
+    """Every joining run of a complete walk, newest first."""
+    return [(c.run_pk, c.digest) for c in joining(candidates, _facts, baseline)]
+
+
+def _facts(candidate: Candidate) -> Facts:
+    return candidate.facts
+
+
+def facts_of(row: Sequence[Any], before: Any) -> Facts:
+    """The facts of a candidate row: the values of statements.FACT_COLUMNS as a driver hands them over
+    (0 and 1 on SQLite), and whether the row is older than an accepted shift's first run."""
+    own, run_trusted, override, run_override, rejoined = row
+    return Facts(
+        gate_trusted=None if own is None else bool(own),
+        run_trusted=bool(run_trusted),
+        override=None if override is None else bool(override),
+        run_override=None if run_override is None else bool(run_override),
+        rejoined=rejoined,
+        before_shift=bool(before),
+    )
 
 
 def trim(
@@ -166,8 +218,9 @@ def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[
         yield pairs[start:]
 
 
-def walked(runs_json: str) -> list[tuple[int, str]]:
-    """The (run_pk, steps_digest) pairs of SQLite's walk of a coordinate's newest runs, newest first: a JSON
-    array of [run_pk, steps_digest, created_at, pk], whose order an aggregate does not promise."""
-    runs: list[list[Any]] = sorted(json.loads(runs_json), key=lambda run: (run[2], run[3]), reverse=True)
-    return [(run_pk, digest) for run_pk, digest, _, _ in runs]
+def walked(runs_json: str) -> list[Candidate]:
+    """The candidate rows of SQLite's walk of a coordinate's newest runs, newest first: a JSON array of
+    [run_pk, steps_digest, created_at, pk, *FACT_COLUMNS, before_shift], whose order an aggregate does not
+    promise."""
+    rows: list[list[Any]] = sorted(json.loads(runs_json), key=lambda run: (run[2], run[3]), reverse=True)
+    return [Candidate(row[0], row[1], facts_of(row[4:9], row[9])) for row in rows]
