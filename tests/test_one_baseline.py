@@ -11,12 +11,14 @@ one metric of it right after that run is written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 import gatecfg
 from gatecfg.analysis.replayer import replay, stored_runs
@@ -71,7 +73,7 @@ class Night:
     untrust_metric: tuple[str, bool] | None  # ... or on one metric of it
 
 
-def nights(seed: int, count: int) -> Iterator[Night]:
+def nights(seed: int, count: int, *, by_hand: bool = True) -> Iterator[Night]:
     rng = np.random.default_rng(seed)
     level = dict.fromkeys(METRICS, 1.0)
     for night in range(count):
@@ -89,11 +91,11 @@ def nights(seed: int, count: int) -> Iterator[Night]:
             values[spikes] *= 1.3
             points = [(step, float(v)) for step, v in zip(steps, values, strict=True)]
             metrics[metric] = points
-        hand = rng.random()
+        hand = rng.random() if by_hand else 0.04 + 0.05 * rng.random()  # only untrusts of a whole run
         yield Night(
             run_id=f"night-{night:03d}",
             metrics=metrics,
-            untrust_run=(False if hand < 0.04 else True if hand < 0.06 else None),
+            untrust_run=(False if hand < (0.04 if by_hand else 0.045) else True if hand < 0.06 else None),
             untrust_metric=(str(rng.choice(METRICS)), bool(rng.random() < 0.3))
             if 0.06 <= hand < 0.1
             else None,
@@ -168,3 +170,47 @@ def test_the_nightly_and_its_replay_read_the_same_window_and_give_the_same_verdi
     assert failed >= 3
     if case.accept != "never" and case.baseline == "trusted":
         assert shifts >= 1
+
+
+@pytest.mark.parametrize("case", CASES[:2] + CASES[3:])
+def test_an_import_of_the_nightlies_stores_what_they_stored(tmp_path: Path, db: str, case: Case) -> None:
+    # The export says what a team's export can: each night's values, date, commit, and `trusted: false`
+    # for the nights untrusted by hand.
+    gates = write_gates(tmp_path, window=case.window, accept=case.accept, baseline=case.baseline)
+    untrusted = set()
+    with (tmp_path / "export.jsonl").open("w", encoding="utf-8") as export:
+        for night in nights(case.seed, case.count, by_hand=False):
+            gatecfg.evaluate(
+                TEST, night.metrics, gates=gates, db=db, write=True, run_id=night.run_id, commit=night.run_id
+            )
+            if night.untrust_run is False:
+                untrusted.add(night.run_id)
+                with Store.open(db) as store:
+                    store.set_trust(trusted=False, run_id=night.run_id, reason="by hand")
+            with Store.open(db) as store:
+                [row] = store.runs_by_id([night.run_id]).values()
+            line = {"run_id": night.run_id, "date": row.run.created_at.isoformat(), "commit": night.run_id}
+            export.write(
+                json.dumps({**line, "metrics": night.metrics, "trusted": night.run_id not in untrusted})
+            )
+            export.write("\n")
+    imported = f"sqlite:///{tmp_path / 'imported.db'}"
+    result = run_cli("import", "--test", TEST, tmp_path / "export.jsonl", "--gates", gates, "--db", imported)
+    assert result.code == 0, result.err
+    assert "replayed as nightly `evaluate --write`s" in result.out
+
+    def stored(url: str) -> dict[tuple[str, str, int], tuple[str, str, float | None]]:
+        with Store.open(url) as store:
+            return {
+                (r.run_id, metric, r.point.step): (r.point.status, r.standing(case.baseline).why, r.point.ref)
+                for metric in METRICS
+                for r in store.history(test=TEST, metric=metric)
+            }
+
+    live, again = stored(db), stored(imported)
+    assert again == live
+    with Store.open(db) as store, Store.open(imported) as other:
+        assert [(s.metric, s.first_run_id) for s in other.shifts()] == [
+            (s.metric, s.first_run_id) for s in store.shifts()
+        ]
+    assert sum(status == "fail" for status, _, _ in live.values()) >= 3

@@ -122,6 +122,8 @@ class Backfill:
     # Runs the export marks untrusted: kept out of every baseline, as `gatecfg untrust` keeps them.
     untrusted: list[str] = field(default_factory=list)
     failing: int = 0  # imported runs a gate kept out of its baseline when judged
+    # (coordinate, run id) of imported values their gate failed that a later night let rejoin.
+    rejoined: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def undeclared(self) -> tuple[str, ...]:
@@ -135,36 +137,40 @@ class Backfill:
 
     def runs(
         self, stored: Iterable[tuple[datetime, StoredRun]], *, already_stored: Collection[str] = ()
-    ) -> list[tuple[RunInfo, Points]]:
+    ) -> Iterator[tuple[RunInfo, Points]]:
         """The export's runs but `already_stored` ones, oldest first, with the points a nightly `evaluate
-        --write` of each would have stored: each judged against the runs before it, imported or `stored`
-        (the series' stored runs, oldest first, with the trust the store gives them now, which the
-        import does not change), stored-first at equal times."""
+        --write` of each would have stored, one at a time as they are judged: each against the runs
+        before it, imported or `stored` (the series' stored runs, oldest first, with the trust the store
+        gives them now, which the import does not change), stored-first at equal times. Once the last is
+        made, `rejoined` holds the values a later night let rejoin (the lists `shifts`, `rejoined` and
+        `untrusted` grow in place, so a writer handed them before the runs reads them complete after)."""
         check_shapes(self.test, self.export)
         replayer = Replayer(self.test, self.series, self.test.policy)
         earlier = iter(stored)
         pending = next(earlier, None)
-        judged: list[tuple[ImportedRun, RunReplay]] = []
+        imported: set[str] = set()
         for run in self.export.runs(skip=already_stored):
             while pending is not None and pending[0] <= run.created_at:
                 replayer.judge(pending[1])
                 pending = next(earlier, None)
             replayed = replayer.judge(self._stored_run(run), at=run.created_at)
-            judged.append((run, replayed))
-            self.shifts += [(shift, self._info(run, False)) for shift in replayed.following.accept]
-        # A failed value's rejoin is known once the replay is over (a later night's pass); an accepted
-        # shift's runs are marked as the shift is recorded (store/follow.py), under its stored number.
-        rejoined = {
-            (coordinate, row.run_id): row.facts.rejoined
-            for coordinate, history in replayer.histories.items()
-            for row in history.rows
-            if row.facts.rejoined == "recovered"
-        }
-        return [self._written(run, replayed, rejoined) for run, replayed in judged]
+            info = self._info(
+                run, run.trusted if self.trust_all else trusted(list(replayed.results.values()))
+            )
+            self.shifts += [(shift, info) for shift in replayed.following.accept]
+            imported.add(run.run_id)
+            yield info, self._points(run, replayed)
+        if not self.trust_all:
+            # A failed value's rejoin is known once a later night passes: recorded after the runs, as
+            # an accepted shift is (store/follow.py, under the shift's stored number).
+            self.rejoined.extend(
+                (coordinate, row.run_id)
+                for coordinate, history in replayer.histories.items()
+                for row in history.rows
+                if row.facts.rejoined == "recovered" and row.run_id in imported
+            )
 
-    def _written(
-        self, run: ImportedRun, replayed: RunReplay, rejoined: Mapping[tuple[str, str], str | None]
-    ) -> tuple[RunInfo, Points]:
+    def _points(self, run: ImportedRun, replayed: RunReplay) -> Points:
         points: dict[CoordinateSpec, PointColumns] = {}
         for r in replayed.results.values():
             kept = r.stored_columns()
@@ -178,19 +184,16 @@ class Backfill:
                 steps_key=r.gate.steps_key,
                 constraint_key=r.gate.constraint_key,
             )
+            # Trusting every run stores only the run's trust, which then counts for each gate.
             points[spec] = dataclasses.replace(
-                kept,
-                # Trusting every run stores only the run's trust, which then counts for each gate.
-                gate_trusted=None if self.trust_all else not r.blocks_trust,
-                rejoined=None if self.trust_all else rejoined.get((r.coordinate, run.run_id)),
+                kept, gate_trusted=None if self.trust_all else not r.blocks_trust
             )
             self.values += len(kept)
             self.coordinates.add(spec.coordinate)
-        is_trusted = run.trusted if self.trust_all else trusted(list(replayed.results.values()))
-        self.failing += not is_trusted
+        self.failing += not trusted(list(replayed.results.values()))
         if not run.trusted and not self.trust_all:
             self.untrusted.append(run.run_id)
-        return self._info(run, is_trusted), points
+        return points
 
     def _stored_run(self, run: ImportedRun) -> StoredRun:
         columns = {(g.metric, g.steps_key): _column(g, run) for g in self.test.gates}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, with_current_trust
+from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
 from gatecfg.analysis.importer import parse_date, read_export
 from gatecfg.analysis.record_folder import read_record_folder, record_files, selects_records
 from gatecfg.analysis.replayer import stored_run
@@ -77,10 +77,13 @@ def import_command(
                     test=test, metrics=[g.metric for g in resolved.gates], series_key=series, statuses=()
                 )
             )
-            with stage("gatecfg import", f"replaying {len(fresh):,} runs as nightlies"):
-                items = plan.runs(stored, already_stored=known)
-            with stage("gatecfg import", f"writing {len(fresh):,} runs in one transaction"):
-                written = store.write_runs(items, shifts=plan.shifts, untrusted=plan.untrusted)
+            with stage("gatecfg import", f"replaying and writing {len(fresh):,} runs in one transaction"):
+                # The next run is judged while one is written; what the replay finds of the runs it
+                # judged (shifts, rejoins) is complete, and written, after the last of them.
+                items = made_ahead(plan.runs(stored, already_stored=known), 1)
+                written = store.write_runs(
+                    items, shifts=plan.shifts, rejoined=plan.rejoined, untrusted=plan.untrusted
+                )
         url = store.url
     skipped = len(export.entries) - sum(written)
     print(f"imported {sum(written)} run(s) of {test} from {export.path} into {url}")

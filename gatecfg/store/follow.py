@@ -118,6 +118,23 @@ def rejoin(conn: Connection, hashes: Sequence[str]) -> int:
     )
 
 
+def rejoin_values(conn: Connection, values: Sequence[tuple[str, str]]) -> None:
+    """These (coordinate, run id) failed values rejoin their baselines as `recovered` (an import's replay
+    found that a later night of their gate passed, which is when a nightly write lets them rejoin)."""
+    for chunk in chunks(sorted(set(values))):
+        pairs = (
+            sa.select(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk)
+            .join(coordinates, coordinates.c.pk == run_coordinates.c.coordinate_pk)
+            .join(runs, runs.c.pk == run_coordinates.c.run_pk)
+            .where(sa.tuple_(coordinates.c.coordinate, runs.c.run_id).in_(list(chunk)))
+        )
+        conn.execute(
+            sa.update(run_coordinates)
+            .where(sa.tuple_(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk).in_(pairs))
+            .values(rejoined="recovered")
+        )
+
+
 def accept(conn: Connection, shift: Shift, *, series_key: str, test: str, at: datetime) -> int:
     """Record an accepted shift, and let its runs' values (tonight's too, written before) into the
     baseline: from now on the coordinate's baseline starts at the shift's first run. Its pk."""

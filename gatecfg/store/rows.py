@@ -63,9 +63,6 @@ class PointColumns:
     # The gate's own trust of these values (its verdict: it neither failed nor errored); None where
     # only the run's trust is known (an import), which then counts for the gate too.
     gate_trusted: bool | None = None
-    # Why values the gate failed joined its baseline later (`recovered`, `shift N`), as an import's replay
-    # of the nightlies found it; None: they did not (a live write sets it afterwards, store/follow.py).
-    rejoined: str | None = None
 
     @classmethod
     def of_points(cls, points: Sequence[StoredPoint]) -> PointColumns:

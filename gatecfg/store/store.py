@@ -160,21 +160,24 @@ class Store(StoreReads):
         items: Iterable[tuple[RunInfo, writes.Points]],
         *,
         shifts: Sequence[tuple[Shift, RunInfo]] = (),
+        rejoined: Sequence[tuple[str, str]] = (),
         untrusted: Sequence[str] = (),
     ) -> list[bool]:
         """Store several runs in one transaction (`gatecfg import`): all of them, or on any error none.
-        Then, in the same transaction, each accepted shift of `shifts` (with the run that accepted it) is
-        recorded as that run's nightly write records it, and the runs of `untrusted` are untrusted by
-        hand.
 
         `items` is consumed as it is written, in bounded batches: an import streams its runs through here.
-        Per run as `write_run`: False, writing nothing for it, when its run id is already stored. On
-        SQLite the transaction holds the store's write lock until the last run is written.
+        Per run as `write_run`: False, writing nothing for it, when its run id is already stored. Then, in
+        the same transaction, what a replay of the runs as nightlies found, read only once every item is
+        written (an import's replay fills these as it makes the items): each accepted shift of `shifts`,
+        recorded as the nightly write of its run (given beside it) records it; the (coordinate, run id)
+        values of `rejoined`, failed values a later night let rejoin; the runs of `untrusted`, untrusted
+        by hand. On SQLite the transaction holds the store's write lock until the last run is written.
         """
         with self._errors("write runs to the history store"), self._writer.begin() as conn:
             written = _bulk_write(conn, items, where=self.url)
             for shift, run in shifts:
                 follow.accept(conn, shift, series_key=run.series_key, test=run.test, at=run.created_at)
+            follow.rejoin_values(conn, rejoined)
             if untrusted:
                 writes.set_trust(
                     conn,

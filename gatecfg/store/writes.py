@@ -94,7 +94,6 @@ def _write_batch(
                 "n_values": len(stored),
                 "steps_digest": steps_digest(stored.steps, stored.values),
                 "gate_trusted": stored.gate_trusted,
-                "rejoined": stored.rejoined,
             }
             for run_pk, points in written
             for spec, stored in points.items()
