@@ -306,7 +306,10 @@ def _history(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from gatecfg.commands.demo import demo
+    from gatecfg.outputs import check_outputs, project_reads
 
+    # The demo recreates its file: never the project's own history.
+    check_outputs([("--db-file", args.db_file)], project_reads())
     return demo(db_file=args.db_file)
 
 
@@ -325,9 +328,13 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
 def _evaluate(args: argparse.Namespace) -> int:
     from gatecfg.api import evaluate
     from gatecfg.commands.evaluate import open_outputs, print_report
+    from gatecfg.outputs import Reads, check_outputs, settings_file
 
     outputs = _outputs(args)
-    summary = open_outputs(outputs)
+    reads = Reads(store=db_url(args.db), records=args.record, gates=args.gates, settings=settings_file())
+    files = [("--output" if index == 0 else "--report", o.path) for index, o in enumerate(outputs)]
+    check_outputs([(flag, path) for flag, path in files if path is not None], reads)
+    summary = open_outputs(outputs, reads)
     report = evaluate(
         args.test,
         args.record,
@@ -398,6 +405,11 @@ def _schema(args: argparse.Namespace) -> int:
 
     if args.print_name is not None:
         return print_schema(args.print_name)
+    if args.dir is not None and not args.check:
+        from gatecfg.outputs import check_outputs, project_reads
+
+        files = [("--dir", args.dir / f"{name}.schema.json") for name in SCHEMA_NAMES]
+        check_outputs(files, project_reads())
     return schema(directory=args.dir, check=args.check)
 
 

@@ -179,5 +179,9 @@ def _import(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     require("analytics", "gatecfg report")
     from gatecfg.commands.report import report
+    from gatecfg.outputs import check_outputs, project_reads
+
+    # The report's one fixed name; its pages go into a folder of their own beside it.
+    check_outputs([("--html", args.html / "index.html")], project_reads(db=args.db, gates=args.gates))
 
     return report(gates=args.gates, db=db_url(args.db), out=args.html, test=args.test, png=args.png)
