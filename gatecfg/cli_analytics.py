@@ -9,8 +9,10 @@ from gatecfg.cli_args import (
     SubParsers,
     add,
     allowance,
+    check_store_write,
     db_option,
     gates_option,
+    override_option,
     positive,
     series_labels,
     series_option,
@@ -110,6 +112,7 @@ def add_analytics(sub: SubParsers) -> None:
     gates_option(p)
     db_option(p)
     series_option(p)
+    override_option(p)
 
     p = add(
         sub,
@@ -164,6 +167,8 @@ def _rebaseline(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from gatecfg.commands.import_ import import_command
+
+    check_store_write(args, where="gatecfg import", action="import runs into history", test=args.test)
 
     return import_command(
         gates=args.gates,

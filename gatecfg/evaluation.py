@@ -26,7 +26,7 @@ from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
-from gatecfg.write_policy import check_override, ci_job, write_refusal
+from gatecfg.write_policy import check_write
 
 
 @dataclass(frozen=True)
@@ -43,14 +43,15 @@ class Request:
     url: str | None = None
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
     require_history: bool = False  # --require-history; the policy field `require_history` does the same
-    write_override: str | None = None  # --override-write-policy REASON, stored with the run
+    # --override-write-policy REASON, stored with the run: as each entry point's `check_override` gave it.
+    write_override: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
 
 
 def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
-    override = check_override(req.write_override, write=req.write)
+    override = req.write_override
     # The write policy comes first after the gates that hold it: a refused write reads no record and
     # opens no store.
     resolved = load_tree(req.gates).test(test)
@@ -191,16 +192,7 @@ def _check_same_series(store: DirectStore, run: RunInfo) -> None:
 
 def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
     """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
-    refusal = write_refusal(resolved.policy.write, ci_job())
-    if refusal is None or override is not None:
-        return
-    raise InputError.at(
-        "--write",
-        f"this job may not write a baseline: {refusal}",
-        hint="a pull request's run must not become history; nightlies on the default branch write. "
-        "Allow more with `policy.write` in base.yaml, or pass --override-write-policy REASON "
-        "(the API's write_override) for a backfill; the reason is stored with the run",
-    )
+    check_write([resolved.policy.write], override, where="--write", action="write a baseline")
 
 
 def _rekeys(

@@ -10,6 +10,10 @@ say whether a pull request started it is refused, naming what could not be told.
 says it is one) a write is allowed: a person at a terminal writes to a store they chose.
 `--override-write-policy REASON` writes anyway (a backfill, a rerun by hand) and stores the reason with
 the run.
+
+`check_write` is the one check in front of everything that changes a store's history: `evaluate --write`
+and the pytest plugin's write, `import`, `trust` / `untrust`, `shifts --undo`, `carry` (and its undo),
+`prune --yes` and `db copy`. A command that is not about one test is held to every test's policy.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gatecfg.errors import InputError
 from gatecfg.models import WritePolicy, name_problem
+from gatecfg.records.values import shorten
 from gatecfg.textio import read_bytes
 
 # Events on which the code that runs is the contributor's, not the repository's: GitHub's, GitLab's
@@ -39,6 +45,8 @@ PULL_REQUEST_EVENTS = frozenset(
 )
 # GitHub events whose payload alone says whether a pull request started them (and which branch ran).
 _PAYLOAD_EVENTS = frozenset({"workflow_run", "issue_comment", "check_run", "check_suite"})
+# `::error::`, `::set-output name=x::`, `::add-mask::`: what GitHub (and Azure's `##vso[`) run from a log.
+_WORKFLOW_COMMAND = re.compile(r"::[A-Za-z][\w-]*(?:\s[^:]*)?::|##vso\[", re.IGNORECASE)
 # A GitHub event payload is a few KB; a larger file is not one.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 # Variables most CI systems set, that say "this is CI" without saying which; `CI=false` says it is not.
@@ -237,19 +245,76 @@ def write_refusal(policy: WritePolicy | None, job: CiJob) -> str | None:
     return None
 
 
-def check_override(reason: str | None, *, write: bool) -> str | None:
-    """The reason of `--override-write-policy` (the API's `write_override`) as stored, or an error (exit 2):
-    blank, a control character, too long, or given without a write."""
+class WriteRefusedError(InputError):
+    """The write policy refuses this job's write (exit 2): an entry point that can judge without writing
+    (the pytest plugin) catches this one, and only this one."""
+
+
+def policies(gates: Path, test: str | None = None) -> list[WritePolicy | None]:
+    """The `policy.write` of `test` under the gates root, or of every test there when `test` is None;
+    `[None]` (the default policy) where the tree cannot tell: no gates, invalid gates, an unknown test."""
+    from gatecfg.resolve import load_tree  # here: the policy of a job outside CI needs no gate tree
+
+    tree = load_tree(gates)
+    if tree.problems:
+        return [None]
+    if test is not None:
+        found = tree.tests.get(test)
+        return [found.policy.write if found is not None else None]
+    return [resolved.policy.write for resolved in tree.tests.values()] or [None]
+
+
+def check_write(
+    found: Sequence[WritePolicy | None] | Callable[[], Sequence[WritePolicy | None]],
+    override: str | None,
+    *,
+    where: str,
+    action: str,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Raise `WriteRefusedError` (exit 2, before anything is written) unless this CI job may change the
+    history under each of the write policies `found` (a callable is asked only in CI), or `override`
+    (the checked `--override-write-policy` reason) says why it is done anyway."""
+    job = ci_job(env)
+    if override is not None or job.system is None:
+        return
+    for policy in found() if callable(found) else found:
+        refusal = write_refusal(policy, job)
+        if refusal is not None:
+            raise WriteRefusedError.at(
+                where,
+                f"this job may not {action}: {refusal}",
+                hint="a pull request's job must not change the history its baselines come from; "
+                "nightlies on the default branch may. Allow more with `policy.write` in base.yaml, or "
+                "pass --override-write-policy REASON (the API's write_override) for a backfill or a "
+                "repair by hand",
+            )
+
+
+def check_override(
+    reason: object, *, write: bool, where: str = "--override-write-policy", needs: str = "--write"
+) -> str | None:
+    """The reason of `--override-write-policy` (the API's `write_override`: each entry point names its own
+    `where` and the `needs` that writes) as stored, or an error (exit 2): not text, blank, a control
+    character anywhere (a newline before `::error::` forges a log line however it is stripped), a
+    workflow command, too long, or given without a write."""
     if reason is None:
         return None
-    if not isinstance(reason, str) or not reason.strip():
-        raise InputError.at("--override-write-policy", "give the reason the write is allowed anyway")
+    if not isinstance(reason, str):
+        shown = shorten(repr(reason))
+        raise InputError.at(
+            where, f"{shown} is {type(reason).__name__}, not a string", hint="pass the reason"
+        )
+    if not reason.strip():
+        raise InputError.at(where, "is blank: give the reason the write is allowed anyway")
     if not write:
-        raise InputError.at("--override-write-policy", "only means something with --write")
-    problem = name_problem(reason.strip())
+        raise InputError.at(where, f"only means something with {needs}")
+    problem = name_problem(reason)
+    if problem is None and _WORKFLOW_COMMAND.search(reason):
+        problem = "is a CI workflow command (`::name::`), which a log would run, not show"
     if problem is not None:
         raise InputError.at(
-            "--override-write-policy",
+            where,
             f"the reason {problem}",
             hint="one printable line, e.g. 'backfill of March from the cluster logs'",
         )
