@@ -145,9 +145,7 @@ def provenance(
         meta={**ci_meta(env), **(meta or {})},
     )
     for key, value in found.meta.items():
-        check_name(key, "the run's meta key")
-        if value:
-            check_name(value, f"the run's meta {key}")
+        check_label(key, value, key_at="the run's meta key", value_at=f"the run's meta {shorten(key)}")
     # What the environment gave is checked too, before it reaches the store (exit 2, not a store fault).
     for name, value in vars(found).items():
         if name != "meta":
@@ -174,6 +172,22 @@ def check_name(value: str | None, where: str) -> None:
         raise InputError.at(where, f"{shorten(value)!r} {problem}", hint="give a short printable identifier")
 
 
+def check_label(key: object, value: object, *, key_at: str, value_at: str) -> None:
+    """One label of a series or of a run's meta, however it was given (`--series KEY=VALUE`, the settings,
+    the API's `series` and `meta`): a printable name, and a printable text value, which may be empty."""
+    check_name(_text(key, key_at), key_at)
+    text = _text(value, value_at)
+    if text:  # an empty value is a value too
+        check_name(text, value_at)
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        shown = shorten(repr(value))
+        raise InputError.at(where, f"{shown} is {type(value).__name__}, not a string", hint="pass it as text")
+    return value
+
+
 def key_values(
     values: Sequence[str] | None,
     *,
@@ -195,8 +209,6 @@ def key_values(
             raise InputError.at(
                 flag, f"`{key}` is given twice (`{key}={found[key]}` and `{key}={value}`)", hint=once
             )
-        check_name(key, flag)
-        if value:  # an empty value is a value too
-            check_name(value, flag)
+        check_label(key, value, key_at=flag, value_at=flag)
         found[key] = value
     return found
