@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gatecfg import __version__
+from gatecfg.ci import CiJob, ci_job
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.following import follow
 from gatecfg.keys import series_key
@@ -55,8 +56,9 @@ def run_evaluation(req: Request) -> RunReport:
     # The write policy comes first after the gates that hold it: a refused write reads no record and
     # opens no store.
     resolved = load_tree(req.gates).test(test)
+    job = ci_job()  # read once: the branch the policy judges is the branch stored
     if req.write:
-        check_write_policy(resolved, override)
+        check_write_policy(resolved, override, job)
     record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
@@ -64,7 +66,13 @@ def run_evaluation(req: Request) -> RunReport:
         for gate in resolved.gates
     ]
     origin = provenance(
-        test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url, meta=req.meta
+        test=test,
+        run_id=req.run_id,
+        commit=req.commit,
+        branch=req.branch,
+        url=req.url,
+        meta=req.meta,
+        job=job,
     )
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
@@ -190,9 +198,9 @@ def _check_same_series(store: DirectStore, run: RunInfo) -> None:
     )
 
 
-def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
+def check_write_policy(resolved: ResolvedTest, override: str | None, job: CiJob) -> None:
     """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
-    check_write([resolved.policy.write], override, where="--write", action="write a baseline")
+    check_write([resolved.policy.write], override, where="--write", action="write a baseline", job=job)
 
 
 def _rekeys(
