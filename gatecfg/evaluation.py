@@ -21,6 +21,7 @@ from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
+from gatecfg.report.labels import series_text
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
@@ -172,7 +173,7 @@ def missing_note(result: GateVerdicts) -> str:
 
 
 def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    shown = series_text(labels)
     series = f"{test} ({shown})" if shown else test
     consequence = (
         "failing: history is required (--require-history / policy.require_history)"
