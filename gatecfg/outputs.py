@@ -81,7 +81,9 @@ def collision(path: Path, reads: Reads) -> str | None:
     target = _real(path)
     if target is None:
         return None
-    for protected, what in _protected_files(reads):
+    # An output that does not exist yet can only be a protected file that does not exist either (a store
+    # the first write creates): the gate tree is walked, for its hard links and symlinks, only otherwise.
+    for protected, what in _protected_files(reads, walk_gates=os.path.exists(path)):
         if _same(path, target, protected):
             return what
     for folder in reads.records:
@@ -112,7 +114,7 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], reads: Reads) -> None:
         seen.append((flag, path))
 
 
-def _protected_files(reads: Reads) -> Iterator[tuple[Path, str]]:
+def _protected_files(reads: Reads, *, walk_gates: bool) -> Iterator[tuple[Path, str]]:
     if reads.store is not None:
         database = store_file(reads.store)
         if database is not None:
@@ -123,17 +125,25 @@ def _protected_files(reads: Reads) -> Iterator[tuple[Path, str]]:
         yield record, "a record being judged"
     if reads.settings is not None:
         yield reads.settings, "the settings file being read"
-    if reads.gates is not None:
+    if reads.gates is not None and walk_gates:
         yield from ((gate, "a gate file being read") for gate in _gate_files(reads.gates))
 
 
 def _gate_files(root: Path) -> Iterator[Path]:
-    """The YAML files under the gates root, links not followed into other folders: a gate file that is a
-    symlink to a file elsewhere is still compared by what it points to (`_same`)."""
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            if name.endswith(_GATE_SUFFIXES):
-                yield Path(folder, name)
+    """The YAML files under the gates root, walked without recursion (a tree thousands of folders deep is
+    the loader's to refuse) and without following links to folders: a gate file that is a symlink to a
+    file elsewhere is compared by what it points to (`_same`)."""
+    folders = [root]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+                    elif entry.name.endswith(_GATE_SUFFIXES):
+                        yield Path(entry.path)
+        except OSError:
+            continue  # a folder that cannot be listed is the loader's error to report
 
 
 def _real(path: Path) -> Path | None:

@@ -199,3 +199,11 @@ def test_a_file_of_its_own_collides_with_nothing(tmp_path: Path) -> None:
     reads = Reads(store=f"sqlite:///{tmp_path / 'h.db'}", records=[tmp_path / "r.jsonl"], gates=tmp_path)
     assert collision(tmp_path / "report.json", reads) is None
     assert collision(tmp_path / "h.db", reads) == "the history store"
+
+
+def test_a_gate_file_linked_from_elsewhere_is_protected_where_it_lives(tmp_path: Path) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (tmp_path / "shared.yaml").write_text("test: t\n")
+    (gates / "t.yaml").symlink_to(tmp_path / "shared.yaml")
+    assert collision(tmp_path / "shared.yaml", Reads(gates=gates)) == "a gate file being read"
