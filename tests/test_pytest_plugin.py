@@ -341,14 +341,14 @@ def _stored(project: pytest.Pytester) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("env", "reason"),
+    ("env", "reason", "workers"),
     [
-        (CIRCLE_PULL_REQUEST, "CircleCI runs this job for a pull request"),
-        (GITHUB_TAG_MAIN, "GitHub Actions builds the tag `main`, not a branch"),
+        (CIRCLE_PULL_REQUEST, "CircleCI runs this job for a pull request", []),
+        (CIRCLE_PULL_REQUEST, "CircleCI runs this job for a pull request", ["-n", "2"]),
+        (GITHUB_TAG_MAIN, "GitHub Actions builds the tag `main`, not a branch", []),
     ],
-    ids=["circleci-pull-request", "github-tag-named-main"],
+    ids=["circleci-pull-request", "circleci-pull-request-xdist", "github-tag-named-main"],
 )
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_refused_write_is_said_once_and_the_runs_are_judged_on_their_verdicts(
     project: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
