@@ -61,14 +61,26 @@ def evaluate(
     written), each with the message the CLI prints.
     """
     from gatecfg.evaluation import Request, run_evaluation
+    from gatecfg.provenance import check_label
+    from gatecfg.records import Record
+    from gatecfg.write_policy import check_override
 
     _check_argument("test", test, str)
+    _check_argument("metrics", metrics, Mapping | str | os.PathLike | Sequence | Record)
     _check_argument("gates", gates, str | os.PathLike | None)
     _check_argument("db", db, str | None)
+    _check_argument("write", write, bool)
+    _check_argument("require_history", require_history, bool)
     _check_argument("series", series, Mapping | None)
-    for key, value in (series or {}).items():
-        _check_argument(f"series[{key!r}]", value, str)
-        _check_argument("a series label", key, str)
+    _check_argument("meta", meta, Mapping | None)
+    labels = settings.series_labels(None if series is None else dict(series))
+    # The CLI's `--series`, `--meta` and `--override-write-policy` are checked by the same validators.
+    for name, given in (("series", labels), ("meta", meta or {})):
+        for key, value in given.items():
+            check_label(key, value, key_at=name, value_at=f"{name}[{_shown(key)}]")
+    if "test" in labels:
+        raise InputError.at("series", "`test` is not a label: the test is always part of the series")
+    override = check_override(write_override, write=write, where="write_override", needs="write=True")
     return run_evaluation(
         Request(
             gates=settings.gates_root(gates),
@@ -76,17 +88,23 @@ def evaluate(
             records=metrics,
             db=settings.db_url(db),
             write=write,
-            labels=settings.series_labels(None if series is None else dict(series)),
+            labels=labels,
             run_id=run_id,
             commit=commit,
             branch=branch,
             url=url,
             enforce=settings.enforce(),
             require_history=require_history,
-            write_override=write_override,
+            write_override=override,
             meta=dict(meta or {}),
         )
     )
+
+
+def _shown(key: object) -> str:
+    from gatecfg.records.values import shorten
+
+    return shorten(repr(key))
 
 
 def _check_argument(name: str, value: object, expected: Any) -> None:
@@ -100,7 +118,14 @@ def _check_argument(name: str, value: object, expected: Any) -> None:
 
 
 def _described(expected: Any) -> str:
-    names = {str: "a string", os.PathLike: "a path", Mapping: "a mapping", type(None): "None"}
+    names = {
+        str: "a string",
+        os.PathLike: "a path",
+        Mapping: "a mapping",
+        Sequence: "a list of paths",
+        bool: "True or False",
+        type(None): "None",
+    }
     return " or ".join(names.get(t, t.__name__) for t in getattr(expected, "__args__", (expected,)))
 
 

@@ -20,9 +20,11 @@ from gatecfg.cli_args import (
     Handler,
     Parser,
     add,
+    check_store_write,
     db_option,
     gates_option,
     meta_option,
+    override_option,
     probability,
     run_meta,
     series_labels,
@@ -126,11 +128,7 @@ def build_parser() -> Parser:
         action="store_true",
         help="exit 1 when the store holds no run of this series (default: a notice, every gate cold)",
     )
-    p.add_argument(
-        "--override-write-policy",
-        metavar="REASON",
-        help="write although policy.write refuses this job (a backfill); REASON is stored with the run",
-    )
+    override_option(p, stored="REASON is stored with the run")
     gates_option(p)
     db_option(p)
     series_option(p)
@@ -174,6 +172,7 @@ def build_parser() -> Parser:
         )
         p.add_argument("--reason", help="kept with the run, shown by `gatecfg history`")
         db_option(p)
+        override_option(p)
 
     p = add(
         sub,
@@ -193,6 +192,7 @@ def build_parser() -> Parser:
     p.add_argument("--reason", help="kept with the undo, shown by `gatecfg shifts --all`")
     p.add_argument("--format", choices=["text", "json"], default="text")
     db_option(p)
+    override_option(p)
 
     p = add(
         sub,
@@ -266,6 +266,8 @@ def build_parser() -> Parser:
 def _trust(args: argparse.Namespace) -> int:
     from gatecfg.commands.trust import set_trust
 
+    verb = "trust" if args.trusted else "untrust"
+    check_store_write(args, where=f"gatecfg {verb}", action=f"{verb} stored runs")
     return set_trust(
         db=db_url(args.db),
         trusted=args.trusted,
@@ -280,6 +282,8 @@ def _trust(args: argparse.Namespace) -> int:
 def _shifts(args: argparse.Namespace) -> int:
     from gatecfg.commands.shifts import shifts
 
+    if args.undo is not None:
+        check_store_write(args, where="--undo", action="undo an accepted shift")
     return shifts(
         db=db_url(args.db),
         test=args.test,
@@ -306,7 +310,10 @@ def _history(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from gatecfg.commands.demo import demo
+    from gatecfg.outputs import check_outputs, project_reads
 
+    # The demo recreates its file: never the project's own history.
+    check_outputs([("--db-file", args.db_file)], project_reads())
     return demo(db_file=args.db_file)
 
 
@@ -325,9 +332,16 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
 def _evaluate(args: argparse.Namespace) -> int:
     from gatecfg.api import evaluate
     from gatecfg.commands.evaluate import open_outputs, print_report
+    from gatecfg.outputs import Reads, check_outputs, settings_file
+    from gatecfg.write_policy import check_override
 
+    # Checked here, so that a bad reason is named by its flag rather than by the API's `write_override`.
+    check_override(args.override_write_policy, write=args.write)
     outputs = _outputs(args)
-    summary = open_outputs(outputs)
+    reads = Reads(store=db_url(args.db), records=args.record, gates=args.gates, settings=settings_file())
+    files = [("--output" if index == 0 else "--report", o.path) for index, o in enumerate(outputs)]
+    check_outputs([(flag, path) for flag, path in files if path is not None], reads)
+    summary = open_outputs(outputs, reads)
     report = evaluate(
         args.test,
         args.record,
@@ -398,6 +412,11 @@ def _schema(args: argparse.Namespace) -> int:
 
     if args.print_name is not None:
         return print_schema(args.print_name)
+    if args.dir is not None and not args.check:
+        from gatecfg.outputs import check_outputs, project_reads
+
+        files = [("--dir", args.dir / f"{name}.schema.json") for name in SCHEMA_NAMES]
+        check_outputs(files, project_reads())
     return schema(directory=args.dir, check=args.check)
 
 

@@ -9,8 +9,10 @@ from gatecfg.cli_args import (
     SubParsers,
     add,
     allowance,
+    check_store_write,
     db_option,
     gates_option,
+    override_option,
     positive,
     series_labels,
     series_option,
@@ -117,6 +119,7 @@ def add_analytics(sub: SubParsers) -> None:
     gates_option(p)
     db_option(p)
     series_option(p)
+    override_option(p)
 
     p = add(
         sub,
@@ -172,6 +175,8 @@ def _rebaseline(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from gatecfg.commands.import_ import import_command
 
+    check_store_write(args, where="gatecfg import", action="import runs into history", test=args.test)
+
     return import_command(
         gates=args.gates,
         db=db_url(args.db),
@@ -187,5 +192,9 @@ def _import(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     require("analytics", "gatecfg report")
     from gatecfg.commands.report import report
+    from gatecfg.outputs import check_outputs, project_reads
+
+    # The report's one fixed name; its pages go into a folder of their own beside it.
+    check_outputs([("--html", args.html / "index.html")], project_reads(db=args.db, gates=args.gates))
 
     return report(gates=args.gates, db=db_url(args.db), out=args.html, test=args.test, png=args.png)

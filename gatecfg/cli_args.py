@@ -5,6 +5,7 @@ light."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -30,16 +31,14 @@ SubParsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 def series_labels(values: Sequence[str] | None) -> dict[str, str]:
     """The labels of `--series KEY=VALUE...`, else the default ones (settings: $GATECFG_SERIES, the
     settings file's `series`), each checked as a label."""
-    from gatecfg.provenance import check_name, key_values  # here: `gatecfg --help` imports no pydantic
+    from gatecfg.provenance import check_label, key_values  # here: `gatecfg --help` imports no pydantic
 
     if not values:
         defaults = settings.series_labels(None)
         for key, value in defaults.items():
             if key == "test":
                 raise InputError.at("series", "`test` is not a label: the test is always part of the series")
-            check_name(key, "series")
-            if value:
-                check_name(value, "series")
+            check_label(key, value, key_at="series", value_at="series")
         return defaults
     return key_values(
         values,
@@ -99,6 +98,28 @@ def meta_option(parser: argparse.ArgumentParser) -> None:
         help="what the run carries beyond its identity, stored with it and named when a gate fails, e.g. "
         "image=26.04 or cuda=12.8 (repeatable; the CI's runner and image are added)",
     )
+
+
+def override_option(parser: argparse.ArgumentParser, *, stored: str = "") -> None:
+    """`--override-write-policy`: every command that changes the history store takes it."""
+    parser.add_argument(
+        "--override-write-policy",
+        metavar="REASON",
+        help="change the store although policy.write refuses this job (a backfill, a repair by hand)"
+        + (f"; {stored}" if stored else "; REASON is printed"),
+    )
+
+
+def check_store_write(args: argparse.Namespace, *, where: str, action: str, test: str | None = None) -> None:
+    """The write policy in front of a command that changes the history store (`write_policy.check_write`,
+    as `evaluate --write`): the policies of `test`, else of every test under the gates root."""
+    from gatecfg.write_policy import check_override, check_write, policies
+
+    override = check_override(args.override_write_policy, write=True)
+    gates = settings.gates_root(getattr(args, "gates", None))
+    check_write(lambda: policies(gates, test), override, where=where, action=action)
+    if override is not None:
+        print(f"gatecfg: {where}: written under --override-write-policy: {override}", file=sys.stderr)
 
 
 def db_option(parser: argparse.ArgumentParser) -> None:

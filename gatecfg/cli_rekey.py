@@ -7,8 +7,10 @@ import argparse
 from gatecfg.cli_args import (
     SubParsers,
     add,
+    check_store_write,
     db_option,
     gates_option,
+    override_option,
     series_labels,
     series_option,
 )
@@ -61,6 +63,7 @@ def add_rekey(sub: SubParsers) -> None:
     gates_option(p)
     db_option(p)
     series_option(p)
+    override_option(p)
 
     p = add(
         sub,
@@ -82,6 +85,7 @@ def add_rekey(sub: SubParsers) -> None:
     p.add_argument("--yes", action="store_true", help="delete them (one transaction)")
     gates_option(p)
     db_option(p)
+    override_option(p)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -101,6 +105,9 @@ def _carry(args: argparse.Namespace) -> int:
     from gatecfg.commands.carry import carry_command, undo_command
 
     labels = series_labels(args.series)
+    if not args.dry_run:
+        verb = "undo carries" if args.undo else "carry history to new keys"
+        check_store_write(args, where="gatecfg carry", action=verb, test=args.test)
     if args.undo:
         return undo_command(
             base=args.base,
@@ -134,6 +141,9 @@ def _carry(args: argparse.Namespace) -> int:
 
 def _prune(args: argparse.Namespace) -> int:
     from gatecfg.commands.prune import keep_command, prune_command
+
+    if args.yes and not args.dry_run:
+        check_store_write(args, where="--yes", action="delete stored history")
 
     if args.keep is not None:
         if args.keep < 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option
+from gatecfg.cli_args import SubParsers, add, check_store_write, db_option, gates_option, override_option
 from gatecfg.errors import InputError
 from gatecfg.settings import db_url
 
@@ -69,6 +69,7 @@ def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
         help="copy: delete the target's rows first, in the copy's transaction (default: refuse a non-empty "
         "target)",
     )
+    override_option(p)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -88,7 +89,13 @@ def _db(args: argparse.Namespace) -> int:
     from gatecfg.commands import db
 
     if args.action != "copy":
-        for flag, value in (("--from", args.from_url), ("--to", args.to_url), ("--replace", args.replace)):
+        given = (
+            ("--from", args.from_url),
+            ("--to", args.to_url),
+            ("--replace", args.replace),
+            ("--override-write-policy", args.override_write_policy),
+        )
+        for flag, value in given:
             if value:
                 raise InputError.at(
                     flag, f"only means something with `gatecfg db copy`, not `db {args.action}`"
@@ -101,4 +108,5 @@ def _db(args: argparse.Namespace) -> int:
             f"copy needs {' and '.join(missing)}" if missing else "copy takes --from and --to, not --db",
             hint="e.g. gatecfg db copy --from sqlite:///.gatecfg/history.db --to postgresql+psycopg://...",
         )
+    check_store_write(args, where="gatecfg db copy", action="copy into a history store")
     return db.copy(source=db_url(args.from_url), target=db_url(args.to_url), replace=args.replace)

@@ -76,6 +76,13 @@ def markdown_text(text: str) -> str:
     return _UNDERSCORE.sub(r"\\_", _MARKDOWN_SPECIAL.sub(r"\\\1", flat))
 
 
+def markdown_url(url: str) -> str:
+    """A link destination in markdown (`[text](URL)`): every character that could end it or start other
+    markup (`)`, `(`, `<`, `>`, blanks, backslashes, quotes, controls) percent-encoded; the URL's own
+    structure (`:/?#&=%`) kept."""
+    return quote(url, safe=":/?#&=%@+,;~!*.-_'$")
+
+
 def xml_text(text: str) -> str:
     """Text for an XML document (JUnit): characters XML 1.0 cannot hold at all shown as `\\xNN`; the
     serializer escapes `&`, `<`, `>` and quotes."""

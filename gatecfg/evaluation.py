@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gatecfg import __version__
+from gatecfg.ci import CiJob, ci_job
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.following import follow
 from gatecfg.keys import series_key
@@ -20,13 +21,14 @@ from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
+from gatecfg.report.labels import series_text
 from gatecfg.resolve import ResolvedTest, load_tree
 from gatecfg.select import select
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
-from gatecfg.write_policy import check_override, ci_job, write_refusal
+from gatecfg.write_policy import check_write
 
 
 @dataclass(frozen=True)
@@ -43,19 +45,21 @@ class Request:
     url: str | None = None
     enforce: bool = True  # False: GATECFG_ENFORCE=0, every enforced gate runs as a shadow gate
     require_history: bool = False  # --require-history; the policy field `require_history` does the same
-    write_override: str | None = None  # --override-write-policy REASON, stored with the run
+    # --override-write-policy REASON, stored with the run: as each entry point's `check_override` gave it.
+    write_override: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
 
 
 def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
-    override = check_override(req.write_override, write=req.write)
+    override = req.write_override
     # The write policy comes first after the gates that hold it: a refused write reads no record and
     # opens no store.
     resolved = load_tree(req.gates).test(test)
+    job = ci_job()  # read once: the branch the policy judges is the branch stored
     if req.write:
-        check_write_policy(resolved, override)
+        check_write_policy(resolved, override, job)
     record = read_metrics(req.records)
     series = series_key(test, labels)
     selected = [
@@ -63,7 +67,13 @@ def run_evaluation(req: Request) -> RunReport:
         for gate in resolved.gates
     ]
     origin = provenance(
-        test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url, meta=req.meta
+        test=test,
+        run_id=req.run_id,
+        commit=req.commit,
+        branch=req.branch,
+        url=req.url,
+        meta=req.meta,
+        job=job,
     )
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
@@ -163,7 +173,7 @@ def missing_note(result: GateVerdicts) -> str:
 
 
 def _no_history(test: str, labels: Mapping[str, str], store: str, *, required: bool) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    shown = series_text(labels)
     series = f"{test} ({shown})" if shown else test
     consequence = (
         "failing: history is required (--require-history / policy.require_history)"
@@ -189,18 +199,9 @@ def _check_same_series(store: DirectStore, run: RunInfo) -> None:
     )
 
 
-def check_write_policy(resolved: ResolvedTest, override: str | None) -> None:
+def check_write_policy(resolved: ResolvedTest, override: str | None, job: CiJob) -> None:
     """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
-    refusal = write_refusal(resolved.policy.write, ci_job())
-    if refusal is None or override is not None:
-        return
-    raise InputError.at(
-        "--write",
-        f"this job may not write a baseline: {refusal}",
-        hint="a pull request's run must not become history; nightlies on the default branch write. "
-        "Allow more with `policy.write` in base.yaml, or pass --override-write-policy REASON "
-        "(the API's write_override) for a backfill; the reason is stored with the run",
-    )
+    check_write([resolved.policy.write], override, where="--write", action="write a baseline", job=job)
 
 
 def _rekeys(

@@ -1,5 +1,5 @@
-"""Where a run came from: flags, then the CI environment (GitHub Actions, GitLab, Buildkite, Jenkins,
-CircleCI, Azure Pipelines, Travis CI, Bitbucket Pipelines: the systems `write_policy` knows)."""
+"""Where a run came from: flags, then the CI environment as `gatecfg.ci` reads it (the same record of the
+job that the write policy judges), and what the CI tells of its runner."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from gatecfg.ci import CiJob, ci_job
 from gatecfg.errors import InputError
 from gatecfg.escape import mask_url
 from gatecfg.models import name_problem
@@ -55,29 +56,6 @@ def ci_meta(env: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def _first(env: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = env.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def _ci_url(env: Mapping[str, str]) -> str | None:
-    server, repo, run = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
-    if server and repo and run:
-        attempt = env.get("GITHUB_RUN_ATTEMPT")
-        return f"{server}/{repo}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
-    return _first(
-        env, "CI_PIPELINE_URL", "BUILDKITE_BUILD_URL", "BUILD_URL", "CIRCLE_BUILD_URL", "TRAVIS_BUILD_WEB_URL"
-    )
-
-
-def _source_url(env: Mapping[str, str]) -> str | None:
-    server, repo, sha = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_SHA")
-    return f"{server}/{repo}/blob/{sha}" if server and repo and sha else None
-
-
 def provenance(
     *,
     test: str,
@@ -87,67 +65,35 @@ def provenance(
     url: str | None,
     meta: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
+    job: CiJob | None = None,
 ) -> Provenance:
-    """Flags win over the environment. The default run id names one evaluation of one test:
-    `<ci run id>.<attempt>:<test>` in CI, so a CI job that gates several tests stores each once."""
+    """Flags win over the environment (`ci.ci_job`: the CI's record of this job, the one the write policy
+    judges). The default run id names one evaluation of one test: `<ci run id>.<attempt>:<test>` in CI,
+    so a CI job that gates several tests stores each once."""
     env = os.environ if env is None else env
-    ci_run_id = _first(
-        env,
-        "GITHUB_RUN_ID",
-        "CI_PIPELINE_ID",
-        "BUILDKITE_BUILD_ID",
-        "BUILD_ID",
-        "CIRCLE_WORKFLOW_ID",
-        "BUILD_BUILDID",
-        "TRAVIS_BUILD_ID",
-        "BITBUCKET_BUILD_NUMBER",
-    )
-    attempt = _first(env, "GITHUB_RUN_ATTEMPT", "BUILDKITE_RETRY_COUNT")
+    ci = ci_job(env) if job is None else job
     for flag, given in (("--run-id", run_id), ("--commit", commit), ("--branch", branch), ("--url", url)):
         check_name(given, flag)
     if run_id is None:
-        if ci_run_id is not None:
-            run_id = f"{ci_run_id}.{attempt or '1'}:{test}"
+        if ci.run_id is not None:
+            run_id = f"{ci.run_id}.{ci.run_attempt or '1'}:{test}"
         else:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             run_id = f"local-{stamp}-{uuid.uuid4().hex[:8]}:{test}"
     found = Provenance(
         run_id=run_id,
-        commit=commit
-        or _first(
-            env,
-            "GITHUB_SHA",
-            "CI_COMMIT_SHA",
-            "BUILDKITE_COMMIT",
-            "GIT_COMMIT",
-            "CIRCLE_SHA1",
-            "BUILD_SOURCEVERSION",
-            "TRAVIS_COMMIT",
-            "BITBUCKET_COMMIT",
-        ),
-        branch=branch
-        or _first(
-            env,
-            "GITHUB_REF_NAME",
-            "CI_COMMIT_REF_NAME",
-            "BUILDKITE_BRANCH",
-            "BRANCH_NAME",
-            "CIRCLE_BRANCH",
-            "BUILD_SOURCEBRANCHNAME",
-            "TRAVIS_BRANCH",
-            "BITBUCKET_BRANCH",
-        ),
-        ci_run_id=ci_run_id,
-        ci_run_attempt=attempt,
+        commit=commit or ci.commit,
+        # The branch the write policy judged: a pull request's own, none for a tag build.
+        branch=branch or ci.branch,
+        ci_run_id=ci.run_id,
+        ci_run_attempt=ci.run_attempt,
         # A link to the CI run is shown in reports and kept in the store: never with a credential in it.
-        url=_masked(url or _ci_url(env)),
-        source=_masked(_source_url(env)),
+        url=_masked(url or ci.url),
+        source=_masked(ci.source),
         meta={**ci_meta(env), **(meta or {})},
     )
     for key, value in found.meta.items():
-        check_name(key, "the run's meta key")
-        if value:
-            check_name(value, f"the run's meta {key}")
+        check_label(key, value, key_at="the run's meta key", value_at=f"the run's meta {shorten(key)}")
     # What the environment gave is checked too, before it reaches the store (exit 2, not a store fault).
     for name, value in vars(found).items():
         if name != "meta":
@@ -174,6 +120,22 @@ def check_name(value: str | None, where: str) -> None:
         raise InputError.at(where, f"{shorten(value)!r} {problem}", hint="give a short printable identifier")
 
 
+def check_label(key: object, value: object, *, key_at: str, value_at: str) -> None:
+    """One label of a series or of a run's meta, however it was given (`--series KEY=VALUE`, the settings,
+    the API's `series` and `meta`): a printable name, and a printable text value, which may be empty."""
+    check_name(_text(key, key_at), key_at)
+    text = _text(value, value_at)
+    if text:  # an empty value is a value too
+        check_name(text, value_at)
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        shown = shorten(repr(value))
+        raise InputError.at(where, f"{shown} is {type(value).__name__}, not a string", hint="pass it as text")
+    return value
+
+
 def key_values(
     values: Sequence[str] | None,
     *,
@@ -195,8 +157,6 @@ def key_values(
             raise InputError.at(
                 flag, f"`{key}` is given twice (`{key}={found[key]}` and `{key}={value}`)", hint=once
             )
-        check_name(key, flag)
-        if value:  # an empty value is a value too
-            check_name(value, flag)
+        check_label(key, value, key_at=flag, value_at=flag)
         found[key] = value
     return found

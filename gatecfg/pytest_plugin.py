@@ -31,6 +31,7 @@ _UNGATED = "gatecfg-ungated"
 _NOTICE = "gatecfg-notice"
 _MISSING = "gatecfg-missing-steps"
 _JUDGED = "gatecfg-judged"  # "<written 0|1>\t<store>\t<gate statuses, space-separated>" per gated test
+_REFUSED = "gatecfg-write-refused"  # why the write policy refused --gatecfg-write (the run was judged)
 
 # The CLI's words in gatecfg's messages, as this plugin's options say them.
 _OPTION_WORDS = (
@@ -196,13 +197,20 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
     from gatecfg.api import evaluate
     from gatecfg.errors import GatecfgError, format_problems
     from gatecfg.records import read_records
+    from gatecfg.write_policy import WriteRefusedError
 
     problem: str | None = None
     try:
         record = read_records(metrics.files, metrics.points)
-        report = evaluate(
-            test, record, gates=settings.gates, db=settings.db, write=settings.write, meta=settings.meta
-        )
+        try:
+            report = evaluate(
+                test, record, gates=settings.gates, db=settings.db, write=settings.write, meta=settings.meta
+            )
+        except WriteRefusedError as refused:
+            # A pull request's job that passes --gatecfg-write (a shared CI config) is judged as any PR
+            # run is: the refusal is said once, and the tests pass or fail on their verdicts alone.
+            item.user_properties.append((_REFUSED, refused.problems[0].message))
+            report = evaluate(test, record, gates=settings.gates, db=settings.db, meta=settings.meta)
     except GatecfgError as exc:
         problem = _in_plugin_words(format_problems(exc.problems, "text"))
     if problem is not None:  # outside the `except`: one message, no chained exception under it
@@ -271,13 +279,21 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            kinds = (_SHADOW, _REKEY, _NOTICE, _MISSING, _UNGATED, _JUDGED)
+            kinds = (_SHADOW, _REKEY, _NOTICE, _MISSING, _UNGATED, _JUDGED, _REFUSED)
             self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.lines:
             return
         terminalreporter.write_sep("=", "gatecfg")
+        refused = sorted({text for name, text in self.lines if name == _REFUSED})
+        for reason in refused:
+            terminalreporter.write_line(
+                f"--gatecfg-write refused: {reason}; the runs were judged and not stored "
+                "(policy.write in base.yaml says who may write)",
+                yellow=True,
+                bold=True,
+            )
         judged = [text.split("\t") for name, text in self.lines if name == _JUDGED]
         if judged:
             statuses = Counter(status for _, _, gates in judged for status in gates.split())
@@ -287,7 +303,13 @@ class _Summary:
                 f"judged {len(judged)} test(s), {sum(statuses.values())} gate(s): "
                 + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
                 + f"; wrote {written} run(s) into history"
-                + (f" ({', '.join(stores)})" if written else " (nightlies pass --gatecfg-write)")
+                + (
+                    f" ({', '.join(stores)})"
+                    if written
+                    else " (the write was refused, above)"
+                    if refused
+                    else " (nightlies pass --gatecfg-write)"
+                )
             )
         titles = (
             (_MISSING, "steps not logged (status missing)"),

@@ -297,7 +297,7 @@ def test_the_api_refuses_a_blank_or_unprintable_override_and_writes_nothing(
     tmp_path: Path, reason: str
 ) -> None:
     gates = _gates(tmp_path, "")
-    with pytest.raises(InputError, match="--override-write-policy"):
+    with pytest.raises(InputError, match="write_override"):
         gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, 0.5)]}, gates=gates, db=str(tmp_path / "h.db"),
                          write=True, write_override=reason)  # fmt: skip
     assert not (tmp_path / "h.db").exists()

@@ -318,3 +318,55 @@ def test_the_summary_lists_a_gate_missing_steps_under_its_own_heading(
     summary = result.stdout.str().split("= gatecfg =", 1)[1]
     assert "no stored history" not in summary
     assert "MISSING STEPS" not in summary  # said once, under its heading
+
+
+CIRCLE_PULL_REQUEST = {
+    "CI": "true",
+    "CIRCLECI": "true",
+    "CIRCLE_BRANCH": "feat",
+    "CIRCLE_PULL_REQUEST": "https://github.com/acme/train/pull/5",
+}
+GITHUB_TAG_MAIN = {
+    "GITHUB_ACTIONS": "true",
+    "GITHUB_EVENT_NAME": "push",
+    "GITHUB_REF": "refs/tags/main",
+    "GITHUB_REF_NAME": "main",
+    "GITHUB_REF_TYPE": "tag",
+}
+
+
+def _stored(project: pytest.Pytester) -> list[str]:
+    with Store.open(f"sqlite:///{project.path / 'history.db'}") as store:
+        return sorted(row.run.run_id for row in store.runs())
+
+
+@pytest.mark.parametrize(
+    ("env", "reason", "workers"),
+    [
+        (CIRCLE_PULL_REQUEST, "CircleCI runs this job for a pull request", []),
+        (CIRCLE_PULL_REQUEST, "CircleCI runs this job for a pull request", ["-n", "2"]),
+        (GITHUB_TAG_MAIN, "GitHub Actions builds the tag `main`, not a branch", []),
+    ],
+    ids=["circleci-pull-request", "circleci-pull-request-xdist", "github-tag-named-main"],
+)
+def test_a_refused_write_is_said_once_and_the_runs_are_judged_on_their_verdicts(
+    project: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    reason: str,
+    workers: list[str],
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    before = _stored(project)
+    result = project.runpytest_subprocess(
+        "--gatecfg-gates", "gates", "--gatecfg-write", "-p", "no:cacheprovider", *workers
+    )
+    # The good test passes, the regressed one fails on its verdict, not on the refusal.
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert out.count("--gatecfg-write refused: this job may not write a baseline: ") == 1
+    assert reason in out
+    assert "wrote 0 run(s) into history (the write was refused, above)" in out
+    assert "enforced gate failed (tests/e2e/test_regressed_ci.py)" in out
+    assert _stored(project) == before

@@ -177,6 +177,7 @@ def test_markdown_links_each_gate_to_its_line_when_the_ci_names_the_repository(
     pr: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = evaluate(pr, "--format", "markdown")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the reader of a GitHub job reads its links
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
     monkeypatch.setenv("GITHUB_REPOSITORY", "acme/train")
     monkeypatch.setenv("GITHUB_SHA", "0123abc")

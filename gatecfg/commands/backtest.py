@@ -12,6 +12,7 @@ from gatecfg.analysis.replayer import Shift, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
+from gatecfg.report.labels import series_text
 from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import TextReport, stage
@@ -133,7 +134,7 @@ def _text(
         reports = [r for r in reports if r.step is None or (r.test, r.coordinate) not in whole]
     by_test: dict[tuple[str, str], list[GateReport]] = {}
     for r in reports:
-        labels = ", ".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "none"
+        labels = series_text(r.labels) or "none"
         by_test.setdefault((r.test, labels), []).append(r)
     for (name, labels), rows in by_test.items():
         resolved = next(t for t in tests if t.test == name)

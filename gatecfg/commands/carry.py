@@ -17,6 +17,7 @@ from gatecfg.errors import EXIT_OK, InputError, Location, Problem
 from gatecfg.gitrev import Comparison, commit_of, diff_against
 from gatecfg.keys import series_key
 from gatecfg.rekey import Rekeyed, stored_under
+from gatecfg.report.labels import series_text
 from gatecfg.store import Store
 from gatecfg.store.links import Carry
 
@@ -223,4 +224,4 @@ def _scope(test: str | None, metric: str | None) -> str:
 def _labels(series: str) -> str:
     """` [hardware=h100]` for a labelled series, nothing for the plain one."""
     labels = json.loads(series).get("labels") or {}
-    return f" [{', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}]" if labels else ""
+    return f" [{series_text(labels)}]" if labels else ""

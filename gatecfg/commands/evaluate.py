@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from gatecfg.escape import terminal
+from gatecfg.outputs import Reads, collision
 from gatecfg.rekey import RekeyWarning
 from gatecfg.report import Output, RunReport, render
 from gatecfg.shifts import Shift
@@ -48,13 +50,14 @@ def shift_banner(shifts: Sequence[Shift]) -> str:
     return "\n".join(body)
 
 
-def open_outputs(outputs: Sequence[Output]) -> TextIO | None:
+def open_outputs(outputs: Sequence[Output], reads: Reads) -> TextIO | None:
     """Check every file the command will write, before the run is evaluated and stored (a typo in
-    --output must not fail the job after the run went into history); open the step summary."""
+    --output must not fail the job after the run went into history); open the step summary, unless it
+    is a file the command reads."""
     for output in outputs:
         if output.path is not None:
             check_writable(output.path, what="report")
-    return _step_summary()
+    return _step_summary(reads)
 
 
 def print_report(
@@ -85,11 +88,20 @@ def print_report(
     return report.exit_code
 
 
-def _step_summary() -> TextIO | None:
+def _step_summary(reads: Reads) -> TextIO | None:
     """The job summary file GitHub names, opened for appending; a warning (not a failed job) and no
-    summary when it cannot be: the verdict and the history do not depend on it."""
+    summary when it cannot be, or is a file the command reads (appended to, the store would be
+    corrupt): the verdict and the history do not depend on it."""
     name = os.environ.get("GITHUB_STEP_SUMMARY")
     if not name:
+        return None
+    overwritten = collision(Path(name), reads)
+    if overwritten is not None:
+        print(
+            f"gatecfg: warning: GITHUB_STEP_SUMMARY={terminal(name)} is {terminal(overwritten)}: the "
+            "markdown summary is not appended to it; the run is evaluated without it",
+            file=sys.stderr,
+        )
         return None
     try:
         return open(name, "a", encoding="utf-8")

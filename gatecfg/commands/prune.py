@@ -17,6 +17,7 @@ from itertools import groupby
 from pathlib import Path
 
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.report.labels import series_text
 from gatecfg.resolve import GateTree, ResolvedGate, display_path, load_tree
 from gatecfg.store import CoordinateSummary, Store
 from gatecfg.store.links import Carry
@@ -108,7 +109,7 @@ def _retention_listing(planned: Sequence[Retained], keep: int) -> str:
         lines.append(f"  {test}")
         for r in group:
             labels = json.loads(r.spec.series_key).get("labels") or {}
-            shown = f" [{', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}]" if labels else ""
+            shown = f" [{series_text(labels)}]" if labels else ""
             lines += [
                 f"    {r.spec.metric}{shown}: steps {r.spec.steps_key}, constraint {r.spec.constraint_key}",
                 f"      {r.spec.coordinate} · deletes {r.values_doomed} values of {len(r.doomed)} runs · "
@@ -173,7 +174,7 @@ def _listing(orphans: Sequence[CoordinateSummary], tree: GateTree) -> str:
         lines.append(f"  {test}")
         for s in group:
             labels = json.loads(s.spec.series_key).get("labels") or {}
-            shown = f" [{', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}]" if labels else ""
+            shown = f" [{series_text(labels)}]" if labels else ""
             written = f"{s.last_written:%Y-%m-%d %H:%M}" if s.last_written else "never"
             lines += [
                 f"    {s.spec.metric}{shown}: steps {s.spec.steps_key}, constraint {s.spec.constraint_key}",

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gatecfg.escape import terminal
+
 if TYPE_CHECKING:
     from gatecfg.verdicts import GateVerdicts, Verdict
+
+
+def series_text(labels: Mapping[str, str]) -> str:
+    """A series' labels as plain-text reports and logs show them (`hardware=h100, backend=x`), escaped as
+    terminal text: a label stored with a newline (by an older gatecfg, or a copied store) never starts a
+    line of its own, such as a `::error::` workflow command."""
+    return terminal(", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
 
 
 def role(result: GateVerdicts) -> str:

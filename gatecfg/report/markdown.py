@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from gatecfg.band import fmt
-from gatecfg.escape import markdown_code, markdown_text
+from gatecfg.escape import markdown_code, markdown_text, markdown_url
 from gatecfg.report.labels import Noise, band_label, role, step_label
 from gatecfg.verdicts import GateVerdicts, Status, Verdict
 
@@ -81,7 +81,7 @@ def _source(result: GateVerdicts, repository: str | None) -> str:
     path = PurePosixPath(gate.file.replace("\\", "/"))
     if repository is None or path.is_absolute() or ".." in path.parts:
         return where
-    return f"[{where}]({repository}/{quote(str(path))}#L{gate.line})"
+    return f"[{where}]({markdown_url(f'{repository}/{quote(str(path))}')}#L{gate.line})"
 
 
 def _row(v: Verdict) -> str:

@@ -89,6 +89,15 @@ def create_engine(url: URL) -> Engine:
     return _postgresql_engine(url)
 
 
+def lock_wait(url: URL) -> float:
+    """Seconds a connection waits for another's lock on a SQLite store: the URL's `?timeout=` (the last
+    one, as the driver takes it; `parse_url` checked it is a number), else SQLITE_BUSY_TIMEOUT_S."""
+    timeout = url.query.get("timeout")
+    if timeout is None:
+        return SQLITE_BUSY_TIMEOUT_S
+    return float(timeout if isinstance(timeout, str) else timeout[-1])
+
+
 def _sqlite_engine(url: URL) -> Engine:
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
@@ -98,39 +107,43 @@ def _sqlite_engine(url: URL) -> Engine:
     engine = sa.create_engine(url)
     # First, so that the pragmas after it wait for a concurrent writer too.
     pragmas = SQLITE_PRAGMAS if "timeout" in url.query else (SQLITE_BUSY_TIMEOUT, *SQLITE_PRAGMAS)
+    wait = lock_wait(url)
 
     def connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-        _sqlite_connect(dbapi_connection, pragmas)
+        _sqlite_connect(dbapi_connection, pragmas, wait)
 
     sa.event.listen(engine, "connect", connect)
     sa.event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str]) -> None:
+def _sqlite_connect(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str], wait: float) -> None:
     # The sqlite3 module's own transaction handling skips BEGIN before DDL and SELECT; SQLAlchemy's
     # documented recipe turns it off and emits BEGIN itself (see _sqlite_begin).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    deadline = time.monotonic() + wait
     for pragma in pragmas:
-        _sqlite_pragma(cursor, pragma)
+        _sqlite_pragma(cursor, pragma, deadline)
     cursor.close()
 
 
-def _sqlite_pragma(cursor: sqlite3.Cursor, pragma: str) -> None:
-    """One pragma, retried while the file is locked, for at most the busy timeout. Switching a new file to
-    WAL takes an exclusive lock, and SQLite answers "database is locked" at once there instead of calling
-    its busy handler: six first opens of one new file failed one time in thirty without this."""
-    waited, pause = 0.0, 0.005
+def _sqlite_pragma(cursor: sqlite3.Cursor, pragma: str, deadline: float) -> None:
+    """One pragma, retried while the file is locked, until the connection's lock wait is over (a
+    monotonic deadline: each attempt itself waits out the driver's busy timeout, so counting only the
+    pauses waited many times the timeout). Switching a new file to WAL takes an exclusive lock, and SQLite
+    answers "database is locked" at once there instead of calling its busy handler: six first opens of one
+    new file failed one time in thirty without this."""
+    pause = 0.005
     while True:
         try:
             cursor.execute(pragma)
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or waited >= SQLITE_BUSY_TIMEOUT_S:
+            left = deadline - time.monotonic()
+            if "locked" not in str(exc) or left <= 0:
                 raise
-        time.sleep(pause)
-        waited += pause
+        time.sleep(min(pause, left))
         pause = min(pause * 2.0, 0.1)
 
 
