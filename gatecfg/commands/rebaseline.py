@@ -206,7 +206,7 @@ def _text(
         if long_enough is not None:
             if long_enough:
                 lines.append(
-                    f"  band    {p.trusted_runs} trusted runs in the regime >= window {p.window_size}: "
+                    f"  band    {p.trusted_runs} runs of the regime in its baseline >= window {p.window_size}: "
                     "its baseline lies inside the current regime"
                 )
             else:
