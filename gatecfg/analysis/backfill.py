@@ -173,7 +173,7 @@ class Backfill:
     def _points(self, run: ImportedRun, replayed: RunReplay) -> Points:
         points: dict[CoordinateSpec, PointColumns] = {}
         for r in replayed.results.values():
-            kept = r.stored_columns()
+            kept = replayed.stored[r.gate.metric]
             if not len(kept):
                 continue
             spec = CoordinateSpec(

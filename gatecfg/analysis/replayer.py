@@ -63,6 +63,8 @@ class RunReplay:
     # With `--inject`: by metric, the gate's status on this night with the regression injected.
     injected: Mapping[str, Status] = dataclasses.field(default_factory=dict)
     following: Following = dataclasses.field(default_factory=Following)
+    # By metric: what the night's write stored of the gate (its values with their verdicts and bands).
+    stored: Mapping[str, PointColumns] = dataclasses.field(default_factory=dict)
 
 
 def _selected(gate: ResolvedGate, step: int, value: float) -> Selected | None:
@@ -318,19 +320,20 @@ class Replayer:
             writing=True,
         )
         injected = self._injected(selections, windows)
-        self._write(run, results, followed, now)
+        stored = self._write(run, results, followed, now)
         self._nights += 1
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected, followed)
+        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected, followed, stored)
 
     def _write(
         self, run: StoredRun, results: Sequence[GateVerdicts], followed: Following, now: datetime
-    ) -> None:
+    ) -> dict[str, PointColumns]:
         """What `Store.write_run` stores of the night: each gate's values with its verdict, then the
-        rejoins and accepted shifts that follow from it."""
+        rejoins and accepted shifts that follow from it. The stored columns, by metric."""
         run_trusted = trusted(results)
+        stored: dict[str, PointColumns] = {}
         for r in results:
-            columns = r.stored_columns()
+            columns = stored[r.gate.metric] = r.stored_columns()
             values = np.asarray(columns.values, np.float64)
             finite = np.isfinite(values)  # what a baseline reads of the row (store/statements.py FINITE)
             if not len(columns):
@@ -356,6 +359,7 @@ class Replayer:
         for shift in followed.accept:
             self._shifts += 1
             self.histories[shift.coordinate].accept(shift, self._shifts)
+        return stored
 
     def _injected(
         self, selections: Sequence[tuple[ResolvedGate, str, Selection]], windows: dict[str, Window]

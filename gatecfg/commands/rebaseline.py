@@ -206,8 +206,8 @@ def _text(
         if long_enough is not None:
             if long_enough:
                 lines.append(
-                    f"  band    {p.trusted_runs} runs of the regime in its baseline >= window {p.window_size}: "
-                    "its baseline lies inside the current regime"
+                    f"  band    {p.trusted_runs} runs of the regime in its baseline >= window "
+                    f"{p.window_size}: its baseline lies inside the current regime"
                 )
             else:
                 lines.append(
