@@ -272,7 +272,9 @@ def test_unknown_metric_is_an_input_error(tmp_path: Path, db: str) -> None:
 
 def test_metric_filter_and_empty_history(tmp_path: Path, db: str) -> None:
     gates = write_gates(tmp_path)
-    assert backtest_json(db, "--gates", gates, "--metric", REWARD) == {"against": "recorded", "gates": []}
+    document = backtest_json(db, "--gates", gates, "--metric", REWARD)
+    assert (document["against"], document["gates"]) == ("recorded", [])
+    assert document["replayed"][TEST]["accept_shift_after"] == "never"
     text = run_cli("backtest", "--db", db, "--gates", gates)
     assert "nothing to replay" in text.out
 

@@ -433,6 +433,21 @@ def _none(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
+def replayed_policy(policy: Policy) -> dict[str, object]:
+    """The policy fields a replay's verdicts rest on, as backtest's JSON and import's output name them."""
+    return {
+        "window": policy.window,
+        "min_history": policy.min_history,
+        "reference": policy.reference,
+        "baseline": policy.baseline,
+        "accept_shift_after": "never" if policy.accept_shift_after is None else policy.accept_shift_after,
+    }
+
+
+def describe_policy(policy: Policy) -> str:
+    return ", ".join(f"{key} {value}" for key, value in replayed_policy(policy).items())
+
+
 def replay(
     test: ResolvedTest,
     series: str,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest
-from gatecfg.analysis.replayer import Shift, stored_runs
+from gatecfg.analysis.replayer import Shift, describe_policy, replayed_policy, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.gitrev import load_tree_at
@@ -73,7 +73,12 @@ def backtest_command(
         url = store.url
     compared = "recorded" if base is None else base
     if fmt_name == "json":
-        document = {"against": compared, "gates": [r.as_json() for r in reports]}
+        document = {
+            "against": compared,
+            # What each test's replay judged by: its nights as nightly `evaluate --write`s of this policy.
+            "replayed": {t.test: replayed_policy(t.policy) for t in tests},
+            "gates": [r.as_json() for r in reports],
+        }
         print(json.dumps(document, indent=2, allow_nan=False))
     else:
         print(_text(reports, tests, runs_seen, url, compared, inject=inject, per_step=per_step), end="")
@@ -118,6 +123,8 @@ def _text(
     )
     out.line(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
     out.line(f"flips are measured against {against}")
+    for replayed in sorted({describe_policy(t.policy) for t in tests}):
+        out.line(f"each run replayed as its nightly `evaluate --write` would have judged it: {replayed}")
     if inject is not None:
         out.line(
             f"detects: each night judged again with {inject.text} injected (never stored), against the same "

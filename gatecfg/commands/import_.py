@@ -8,20 +8,12 @@ from pathlib import Path
 from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
 from gatecfg.analysis.importer import parse_date, read_export
 from gatecfg.analysis.record_folder import read_record_folder, record_files, selects_records
-from gatecfg.analysis.replayer import stored_run
+from gatecfg.analysis.replayer import describe_policy, stored_run
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
-from gatecfg.resolve import Policy, display_path, load_tree
+from gatecfg.resolve import display_path, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import stage
-
-
-def _policy(policy: Policy) -> str:
-    """The policy fields a replay's verdicts rest on, as one line of the import's output."""
-    return (
-        f"window {policy.window}, baseline {policy.baseline}, "
-        f"accept_shift_after {policy.accept_shift_after or 'never'}"
-    )
 
 
 def import_command(
@@ -95,7 +87,7 @@ def import_command(
             print(f"{span}: every run trusted as given (--trust-all): {trusted} trusted, "
                   f"{len(fresh) - trusted} untrusted by the export; {where}")  # fmt: skip
         else:
-            print(f"{span}: replayed as nightly `evaluate --write`s ({_policy(resolved.policy)}): "
+            print(f"{span}: replayed as nightly `evaluate --write`s ({describe_policy(resolved.policy)}): "
                   f"{plan.failing} run(s) with a gate failing, {len(plan.untrusted)} untrusted by the "
                   f"export, {len(plan.shifts)} shift(s) accepted; {where}")  # fmt: skip
     if skipped:
