@@ -25,7 +25,17 @@ import numpy.typing as npt
 
 from gatecfg.band import Band, band, ragged_bands
 from gatecfg.following import Following, follow
-from gatecfg.membership import Baseline, Facts, cause, joining, rejoined, standing, taken_by_shift
+from gatecfg.membership import (
+    Baseline,
+    Facts,
+    cause,
+    joining,
+    joins,
+    rejoined,
+    rejoins,
+    standing,
+    taken_by_shift,
+)
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.shifts import Recent
@@ -165,16 +175,28 @@ class _Row:
     facts: Facts
     steps: npt.NDArray[np.int64]
     values: npt.NDArray[np.float64]  # finite: a step without one stores nothing
-    refs: npt.NDArray[np.float64]  # NaN: no reference
+    change: float | None  # the mean relative change of its steps against their references
+
+
+_NO_STEPS, _NO_VALUES = np.empty(0, np.int64), np.empty(0, np.float64)
 
 
 class GateHistory:
-    """One coordinate's stored rows, oldest first, as a nightly `--write` leaves them."""
+    """One coordinate's stored rows, oldest first, as a nightly `--write` leaves them.
 
-    def __init__(self) -> None:
+    Rows only ever join a baseline later (a rejoin), or stop joining all at once (an accepted shift takes
+    everything older), so while every row holds the same steps a row with `width` newer joining rows can
+    never enter a window again: its values are let go, and a replay of years holds a window's worth.
+    """
+
+    def __init__(self, baseline: Baseline, width: int) -> None:
         self.rows: list[_Row] = []
         self.shift_start: datetime | None = None  # the newest accepted shift's first run
+        self._baseline = baseline
+        self._width = width
         self._steps: frozenset[int] | None = frozenset()  # the one set of steps every row holds, if any
+        self._held = 0  # rows before this one hold no values any more
+        self._failed: list[_Row] = []  # rows whose failed values a pass of the gate lets rejoin
 
     def facts(self, row: _Row) -> Facts:
         if self.shift_start is not None and row.created_at < self.shift_start:
@@ -214,18 +236,39 @@ class GateHistory:
         elif self._steps is not None:
             self._steps = steps
         self.rows.append(row)
+        if rejoins(row.facts):
+            self._failed.append(row)
+        if self._steps is not None:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop the values of rows that `width` newer joining rows hide from every window."""
+        joined = 0
+        for at in range(len(self.rows) - 1, self._held - 1, -1):
+            if joins(self.facts(self.rows[at]), self._baseline):
+                joined += 1
+                if joined == self._width:
+                    for row in self.rows[self._held : at]:
+                        row.steps, row.values = _NO_STEPS, _NO_VALUES
+                    self._held = at
+                    return
 
     def rejoin(self) -> None:
-        for row in self.rows:
+        for row in self._failed:
             row.facts = rejoined(row.facts)
+        self._failed.clear()
 
     def accept(self, shift: FollowedShift, pk: int) -> None:
         runs = set(shift.runs)
-        for row in self.rows:
+        for row in reversed(self.rows):
+            if not runs:
+                break
             if row.run_id in runs:
+                runs.discard(row.run_id)
                 row.facts = taken_by_shift(row.facts, pk)
         if self.shift_start is None or shift.first_created_at > self.shift_start:
             self.shift_start = shift.first_created_at
+        self._failed = [row for row in self._failed if rejoins(row.facts)]
 
     def recent(self, depth: int) -> list[Recent]:
         """The newest `depth` rows as `Store.recent` reads them (what `gatecfg.following` decides from)."""
@@ -242,18 +285,18 @@ class GateHistory:
                     in_baseline=kept.joins,
                     failed=facts.gate_trusted is False,
                     cause=None if kept.joins else cause(facts),
-                    change=_change(row),
+                    change=row.change,
                 )
             )
         return found
 
 
-def _change(row: _Row) -> float | None:
-    """The mean relative change of the row's steps against their references (as `follow.recent` reads it)."""
-    usable = np.isfinite(row.refs) & (row.refs != 0)
+def change_of(values: npt.NDArray[np.float64], refs: npt.NDArray[np.float64]) -> float | None:
+    """The mean relative change of a night's steps against their references (as `follow.recent` reads it)."""
+    usable = np.isfinite(refs) & (refs != 0)
     if not usable.any():
         return None
-    return float(np.mean((row.values[usable] - row.refs[usable]) / np.abs(row.refs[usable])))
+    return float(np.mean((values[usable] - refs[usable]) / np.abs(refs[usable])))
 
 
 class _Memory:
@@ -292,7 +335,7 @@ class Replayer:
         self._gates = [g for g in test.gates if keep is None or g.metric in keep]
         self._inject = inject
         self._coordinates = {g.metric: g.coordinate(series) for g in self._gates}
-        self.histories = {c: GateHistory() for c in self._coordinates.values()}
+        self.histories = {c: GateHistory(policy.baseline, policy.window) for c in self._coordinates.values()}
         self._memory = _Memory(self.histories)
         self._shifts = 0
         self._nights = 0
@@ -351,7 +394,7 @@ class Replayer:
                     ),
                     steps=np.asarray(columns.steps, np.int64)[finite],
                     values=values[finite],
-                    refs=_floats(columns)[finite],
+                    change=change_of(values[finite], _floats(columns)[finite]),
                 )
             )
         for coordinate in followed.rejoin:
