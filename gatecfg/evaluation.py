@@ -15,7 +15,7 @@ from pathlib import Path
 from gatecfg import __version__
 from gatecfg.ci import CiJob, ci_job
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
-from gatecfg.following import follow
+from gatecfg.following import Following, follow
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -102,6 +102,7 @@ def run_evaluation(req: Request) -> RunReport:
             now=now,
             has_history=not unseen,
             writing=req.write,
+            meta=origin.meta,
         )
         notes += followed.notes()
         notes += [missing_note(r) for r in results if r.missing]
@@ -149,14 +150,21 @@ def run_evaluation(req: Request) -> RunReport:
             ),
             results=results,
             warnings=warnings,
-            exit_code=EXIT_GATE_FAILED if unseen and required else exit_code(results),
+            exit_code=EXIT_GATE_FAILED if unseen and required else _exit_code(results, followed),
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
             shifts=followed.shifts,
             stale=followed.stale,
+            same_code=followed.same_code,
             changes=_changes(newest, commit=origin.commit, meta=origin.meta),
         )
+
+
+def _exit_code(results: Sequence[GateVerdicts], followed: Following) -> int:
+    """The verdicts' exit code, less the failures on unchanged code `policy.same_code: warn` excuses."""
+    excused = followed.excused()
+    return exit_code([r for r in results if r.coordinate not in excused])
 
 
 def _changes(newest: RunRow | None, *, commit: str | None, meta: Mapping[str, str]) -> Changes | None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from gatecfg.resolve import Policy
+from gatecfg.same_code import Earlier, SameCode, find
 from gatecfg.shifts import Recent, Shift, Stale, find_shift, find_stale
 from gatecfg.verdicts import GateVerdicts
 
@@ -32,11 +33,17 @@ class Following:
     stale: Sequence[Stale] = ()
     rejoin: Sequence[str] = ()  # coordinates whose failed values rejoin their baselines, if written
     accept: Sequence[Shift] = field(default_factory=tuple)  # the shifts tonight accepts, if written
+    same_code: Sequence[SameCode] = ()  # failures on the code of a stored run that passed the gate
 
     def notes(self) -> list[str]:
-        """One line per shift and stale baseline, for every report format."""
+        """One line per shift, stale baseline and failure on unchanged code, for every report format."""
         lines = [("SHIFT ACCEPTED: " if s.accepted else "SHIFTED: ") + s.describe() for s in self.shifts]
+        lines += [f"SAME CODE: {s.describe()}" for s in self.same_code]
         return lines + [f"STALE BASELINE: {s.describe()}" for s in self.stale]
+
+    def excused(self) -> set[str]:
+        """Coordinates whose failure does not fail the job (`policy.same_code: warn`)."""
+        return {s.coordinate for s in self.same_code if s.policy == "warn"}
 
 
 def follow(
@@ -49,9 +56,11 @@ def follow(
     now: datetime,
     has_history: bool,
     writing: bool,
+    meta: Mapping[str, str] | None = None,
 ) -> Following:
     """What tonight's results mean for their baselines; a run that is not written (`writing` False: a
-    pull request) accepts no shift and rejoins nothing, it only names them."""
+    pull request) accepts no shift and rejoins nothing, it only names them. `meta`: what tonight's run
+    carries (its build label and environment, for the same-code check)."""
     following = policy.accept_shift_after is not None
     # A gate that passed tonight: the failures before it did not hold, and rejoin its baseline.
     rejoin = [r.coordinate for r in results if r.gate.gated and not r.blocks_trust] if following else []
@@ -62,9 +71,21 @@ def follow(
     recent = store.recent([r.coordinate for r in asking], depth=depth, exclude_run_id=run_id)
     shifts: list[Shift] = []
     stale: list[Stale] = []
+    same: list[SameCode] = []
     for r in asking:
         runs = recent.get(r.coordinate, [])
         if r.blocks_trust and r.failing:
+            earlier = [Earlier(n.run_id, n.commit, n.meta, not n.failed) for n in runs]
+            found_same = find(
+                metric=r.gate.metric,
+                coordinate=r.coordinate,
+                commit=commit,
+                meta=meta or {},
+                earlier=earlier,
+                policy=policy.same_code,
+            )
+            if found_same is not None:
+                same.append(found_same)
             shift = find_shift(
                 metric=r.gate.metric,
                 coordinate=r.coordinate,
@@ -79,7 +100,8 @@ def follow(
         found = find_stale(metric=r.gate.metric, kept_out_tonight=True, recent=runs, after=policy.stale_after)
         if found is not None:
             stale.append(found)
-    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=tuple(s for s in shifts if s.accepted))
+    accepted = tuple(s for s in shifts if s.accepted)
+    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=accepted, same_code=same)
 
 
 def change(result: GateVerdicts) -> float | None:

@@ -481,6 +481,9 @@ class Policy(_Model):
     # Steps the baseline holds and the run lacks: `fail` (status `missing`, a failure), `warn` (reported,
     # not failing), `ignore`.
     missing: Annotated[Missing | None, NotNull, NotNullSchema] = None
+    # A gate failing on the same code (commit, or `--meta build=`) as a stored run that passed it, in the
+    # same environment: `warn` reports it and does not fail the job, `fail` fails it (gatecfg/same_code.py).
+    same_code: Annotated[Literal["fail", "warn"] | None, NotNull, NotNullSchema] = None
 
 
 class Rule(_Model):

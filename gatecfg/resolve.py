@@ -44,6 +44,7 @@ from gatecfg.models import (
     WritePolicy,
 )
 from gatecfg.parse import did_you_mean, parse_doc
+from gatecfg.same_code import SameCodePolicy
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
@@ -61,6 +62,7 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "accept_shift_after": 5,
     "stale_after": 5,
     "missing": "fail",
+    "same_code": "warn",
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials", "false_alarm")
 
@@ -102,6 +104,7 @@ class Policy:
     accept_shift_after: int | None = BUILTIN_POLICY["accept_shift_after"]  # None: `never`
     stale_after: int = BUILTIN_POLICY["stale_after"]
     missing: Missing = BUILTIN_POLICY["missing"]
+    same_code: SameCodePolicy = BUILTIN_POLICY["same_code"]
 
 
 @dataclass(frozen=True)
@@ -645,4 +648,5 @@ def _policy(chain: tuple[Base, ...]) -> Policy:
         accept_shift_after=None if values["accept_shift_after"] == "never" else values["accept_shift_after"],
         stale_after=values["stale_after"],
         missing=values["missing"],
+        same_code=values["same_code"],
     )

@@ -22,8 +22,8 @@ step was judged against: comparable across nights, whatever the number of steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import NormalDist
 from typing import Literal
@@ -44,6 +44,7 @@ class Recent:
     failed: bool  # the gate failed on it (its own verdict when written)
     cause: Cause | None  # why it is kept out of the baseline, when it is
     change: float | None  # mean relative change of its steps against their baselines
+    meta: Mapping[str, str] = field(default_factory=dict)  # what the run carried (`--meta`, the runner)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from gatecfg.report.labels import band_label, role, step_label, step_reason
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
+    from gatecfg.same_code import SameCode
     from gatecfg.shifts import Shift, Stale
     from gatecfg.store.rows import RunInfo
     from gatecfg.verdicts import GateVerdicts, Verdict
@@ -115,6 +116,7 @@ class RunReport:
     notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
     shifts: Sequence[Shift] = field(default_factory=tuple)  # sustained shifts tonight continues or accepts
     stale: Sequence[Stale] = field(default_factory=tuple)  # baselines that took no value for N nightlies
+    same_code: Sequence[SameCode] = field(default_factory=tuple)  # failures on code that did not change
     # What changed since the baseline's newest run, when a gate fails (and a baseline run exists).
     changes: Changes | None = None
 

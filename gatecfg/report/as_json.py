@@ -118,6 +118,7 @@ def document(report: RunReport) -> dict[str, Any]:
         "warnings": [w.as_json() for w in report.warnings],
         "shifts": [shift_json(s) for s in report.shifts],
         "stale": [stale_json(s) for s in report.stale],
+        "same_code": [s.as_json() for s in report.same_code],
         "changes": None if report.changes is None else report.changes.as_json(),
         "noise": _noise(report),
         "exit_code": report.exit_code,

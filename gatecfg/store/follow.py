@@ -3,6 +3,7 @@ sees them, failed values that rejoin it, and accepted shifts (the `shifts` table
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,6 +61,7 @@ def recent(
             runs.c.run_id,
             runs.c.commit_sha,
             runs.c.created_at,
+            runs.c.meta,
             *FACT_COLUMNS,
             before_shift(coordinates.c.coordinate).label("before_shift"),
             change.label("change"),
@@ -81,7 +83,7 @@ def recent(
     found: dict[str, list[Recent]] = {}
     for chunk in chunks(sorted(set(hashes))):
         for row in conn.execute(query, {"hashes": list(chunk)}):
-            facts = facts_of(row[4:9], row.before_shift)
+            facts = facts_of(row[5:10], row.before_shift)
             # Followed shifts and stale baselines read the `trusted` baseline, whatever the policy's.
             kept = standing(facts, "trusted")
             found.setdefault(row.coordinate, []).append(
@@ -93,6 +95,7 @@ def recent(
                     failed=facts.gate_trusted is False,
                     cause=None if kept.joins else cause(facts),
                     change=None if row.change is None else float(row.change),
+                    meta=json.loads(row.meta) if row.meta else {},
                 )
             )
     return found
