@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import flat, run_cli
 
@@ -307,3 +308,30 @@ def test_text_report_fits_80_columns_without_folding_a_word(
 
     assert max(len(line) for line in text.splitlines()) <= 80
     assert {"replayed,", "judged,", "failed", "estimate", "baseline"} <= set(text.split())
+
+
+def test_a_budget_gate_whose_record_breaks_its_promise_is_named_with_the_fix(tmp_path: Path, db: str) -> None:
+    # A timing with one slow night in twelve: the budget rule promises 1% of clean nights, its record on
+    # these 120 nightlies is several times that.
+    gates = write_gates(tmp_path, base=BUDGET_BASE)
+    rng = np.random.default_rng(36)
+    values = [1.0 + 0.01 * rng.standard_normal() + (0.5 if i % 12 == 11 else 0.0) for i in range(120)]
+    nightly(tmp_path, gates, db, [{REWARD: [(0, v)]} for v in values])
+    [whole] = [g for g in backtest_json(db, "--gates", gates)["gates"] if g["metric"] == REWARD]
+    assert whole["promise"] == {"false_alarm": 0.01, "over": True}
+    assert whole["false_alarm_rate"] > 0.02
+    text = flat(run_cli("backtest", "--db", db, "--gates", gates).out)
+    assert "ITS RECORD BREAKS ITS PROMISE: it failed" in text
+    assert "over twice its false_alarm 1.0%" in text
+
+
+BUDGET_BASE = """\
+version: 1
+defaults:
+  rollout/raw_reward:
+    steps: last
+    constraint: {budget: up}
+policy:
+  window: 20
+  min_history: 1
+"""

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
+from gatecfg.analysis.noise import binomial_log_tail
 from gatecfg.analysis.replayer import Replay, Shift, StoredRun, replay
 from gatecfg.membership import Baseline
 from gatecfg.models import MAX_STEP
@@ -42,6 +43,8 @@ from gatecfg.store import STATUSES
 from gatecfg.verdicts import STATUS_ORDER, Status
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
+# How unlikely a gate's record must be under its promise before backtest says it breaks it.
+OVER_PROMISE_ALPHA = 0.01
 Against = ResolvedTest | Literal["recorded"] | None
 
 
@@ -139,10 +142,22 @@ class GateReport:
     baseline: Baseline
     other: tuple[Baseline, Tally]  # the same replay under the other baseline policy
     detection: Detection | None = None  # a gate's row with `--inject`
+    promise: float | None = None  # a budget gate's `false_alarm`: the share of clean nights it may fail
+
+    @property
+    def over_promise(self) -> bool:
+        """The gate's own record fails more than twice its promise, more than chance would (binomial,
+        one-sided at 1%): its history's noise is not the noise the rule prices."""
+        p, rate = self.promise, self.tally.false_alarm_rate
+        if p is None or rate is None or rate <= 2 * p:
+            return False
+        return binomial_log_tail(self.tally.judged, self.tally.failures, p) < math.log(OVER_PROMISE_ALPHA)
 
     def as_json(self) -> dict[str, Any]:
         other_name, other = self.other
         found = {} if self.detection is None else {"injected": self.detection.as_json()}
+        if self.promise is not None:
+            found["promise"] = {"false_alarm": self.promise, "over": self.over_promise}
         return {
             **found,
             "test": self.test,
@@ -439,9 +454,14 @@ def _gate_reports(
                     _tally(other_tracks.track(step), _next_ref(other, gate.metric, step)),
                 ),
                 detection=detection if step is None or step == single else None,
+                promise=gate.false_alarm if _budget(gate) and (step is None or step == single) else None,
             )
         )
     return reports
+
+
+def _budget(gate: ResolvedGate) -> bool:
+    return gate.constraint is not None and gate.constraint.budget is not None
 
 
 def _detection(replayed: Replay, metric: str) -> Detection | None:

@@ -292,8 +292,9 @@ def median_beyond(regime: Array, rest: Array, noise: float, pool: Array) -> floa
 
 
 def binomial_log_tail(k: int, at_least: int, p: float) -> float:
-    """`ln P(X >= at_least)` for `X ~ Binomial(k, p)`, with `p < 1/2` and `at_least >= k/2`: each term
-    is at most `p / (1 - p)` times the one before, so a few dozen carry the sum to double precision."""
+    """`ln P(X >= at_least)` for `X ~ Binomial(k, p)`, with `at_least` above the mean `k p` (the terms
+    then fall from the first on: with `p < 1/2` and `at_least >= k/2` each is at most `p / (1 - p)` times
+    the one before), so the sum stops once they are below double precision beside the first."""
     log_p, log_q = math.log(p), math.log1p(-p)
     whole = math.lgamma(k + 1)
     terms: list[float] = []

@@ -85,6 +85,14 @@ def backtest_command(
     return EXIT_OK
 
 
+def _over_promise(report: GateReport) -> str:
+    return (
+        f"ITS RECORD BREAKS ITS PROMISE: it failed {_rate(report.tally)} of its nightlies, over twice its "
+        f"false_alarm {report.promise:.1%}; its noise has heavier tails than the rule prices: set "
+        "`min_change` to the smallest change that matters, or look at `gatecfg regimes` for spells"
+    )
+
+
 def _rate(tally: Tally) -> str:
     rate = tally.false_alarm_rate
     return "-" if rate is None else f"{rate:.1%}"
@@ -163,6 +171,7 @@ def _text(
                 f"estimate {'-' if r.estimate is None else r.estimate.describe()}",
                 f"ref {_drift(r.tally)}",
                 f"with baseline {other}: {alt.failures} failed ({_rate(alt)}), ref {_drift(alt)}",
+                *([_over_promise(r)] if r.over_promise else []),
                 f"{len(r.flips)} flip{'s' * (len(r.flips) != 1)}",
             ]
             out.line("  " + "; ".join(parts), indent=4)
