@@ -2,7 +2,8 @@
 
 Band edges are rounded to 12 significant digits before they are compared or shown, so the number
 a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4175, not
-0.41750000000000004) and float noise never decides a verdict.
+0.41750000000000004) and float noise never decides a verdict. The reference is rounded too, so a value
+that rounds to it is inside, even a zero-width band (`rel_up: 0`, `sigma_up` over identical nights).
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ class Band:
     sd: float | None = None  # the window's sample standard deviation a sigma term used, else None
 
     def contains(self, value: float) -> bool:
-        return (self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)
+        # A value equal to the reference at the reference's 12 digits is inside, even a zero-width side
+        # whose edge is that rounded reference (nothing else rounds to it, so no other edge moves).
+        return ((self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)) or (
+            self.ref is not None and tidy(value) == self.ref
+        )
 
     def interval(self) -> str:
         lo = "-inf" if self.lo is None else fmt(self.lo)
@@ -108,6 +113,9 @@ def reference(values: Sequence[float], how: Reference = "mean") -> float:
 
 
 def _mean(values: Sequence[float]) -> float:
+    if min(values) == max(values):
+        # A night identical every time has that value as its mean, not n * v / n rounded twice.
+        return values[0]
     try:
         return math.fsum(values) / len(values)
     except OverflowError:

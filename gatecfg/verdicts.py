@@ -532,12 +532,18 @@ def _statuses(
                 else np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
             )
     elif gate.constraint is not None and bands is not None:
-        _, lo, hi = bands
+        center, lo, hi = bands
         judged = np.flatnonzero(open_)
-        value, low, high = values[judged], lo[judged], hi[judged]
+        value, low, high, ref = values[judged], lo[judged], hi[judged], center[judged]
         # Band.contains: an open side (None, here NaN) holds everything.
         inside = (np.isnan(low) | (low <= value)) & (np.isnan(high) | (value <= high))
-        codes[judged] = np.where(inside, _CODE["pass"], _CODE["fail"])
+        # Beside an edge that is the reference (a zero-width side), `judge` compares at 12 digits.
+        with np.errstate(invalid="ignore"):
+            close = ~inside & (
+                ((low == ref) & (np.abs(value - low) <= np.abs(value) * CLOSE_CALL))
+                | ((high == ref) & (np.abs(value - high) <= np.abs(value) * CLOSE_CALL))
+            )
+        codes[judged] = np.where(close, _CLOSE, np.where(inside, _CODE["pass"], _CODE["fail"]))
     elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
         # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.
