@@ -618,7 +618,8 @@ class Ruled:
             return Band(None, self.nights, None, None)
 
         def at(values: np.ndarray | None) -> float | None:
-            return None if values is None else tidy(float(values[k]))
+            # An edge beyond the float range (nights near its maximum) is as open as no edge.
+            return None if values is None or not np.isfinite(values[k]) else tidy(float(values[k]))
 
         return Band(tidy(float(d.loc[k])), self.nights, at(d.lo), at(d.hi), at(d.spread))
 

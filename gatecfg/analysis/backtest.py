@@ -24,7 +24,6 @@ compares replays and reports per gate: failures, false alarms, flips, drift, det
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg import moments
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.analysis.replayer import Replay, Shift, StoredRun, replay
 from gatecfg.analysis.trust_rounds import BulkTrust
@@ -224,7 +224,7 @@ def _cell_keys(positions: npt.NDArray[np.int64], steps: npt.NDArray[np.int64]) -
 
 def _mean(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
-    return math.fsum(known) / len(known) if known else None
+    return moments.mean(known) if known else None
 
 
 def _tally(track: Track, next_ref: float | None) -> Tally:
