@@ -70,7 +70,8 @@ def test_the_budget_rule_judges_a_window_at_1e308_as_it_judges_the_same_window_a
     huge = decide(tonight * scale, history * scale, direction="both", alpha=0.01)
     assert huge.failing.tolist() == usual.failing.tolist() == [False, False, True, False, False]
     assert huge.distance == usual.distance
-    assert huge.lo is not None and usual.lo is not None
+    assert huge.lo is not None
+    assert usual.lo is not None
     assert (huge.lo / scale).tolist() == usual.lo.tolist()
     assert (huge.loc / scale).tolist() == usual.loc.tolist()
 
