@@ -10,6 +10,7 @@ import json
 import math
 import numbers
 import operator
+import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -203,8 +204,10 @@ class _Builder:
 
     def add_text(self, text: str, path: str) -> None:
         self._files.append(path)
-        # Split on "\n" only: str.splitlines also splits on U+2028 and friends, which JSON strings may hold.
-        for number, line in enumerate(text.split("\n"), start=1):
+        # Split on line breaks only (a JSON string holds no raw CR or LF): str.splitlines also splits on
+        # U+2028, U+0085 and friends, which a JSON string (a metric's name) may hold.
+        lines = text.split("\n") if "\r" not in text else re.split(r"\r\n|\r|\n", text)
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             location = Location(path, number)
