@@ -71,7 +71,8 @@ def test_a_wide_wandb_header_over_short_rows_reads_in_time_proportional_to_its_s
         ("loss,acc\n0.1,0.2\n",
          "PATH:1: error: _step: is a CSV whose header has no `_step` column (it starts loss, acc)"),
         ("_step,loss\r0,1.0\r0,2.0\r", "PATH:3: error: loss: step 0 is logged twice, first at PATH:2"),
-        ("_step,loss\n0," + "[" * 100_000 + "\n", 'PATH:2: error: loss: step 0 (the last logged step) is "[[[['),
+        ("_step,loss\n0," + "[" * 100_000 + "\n",
+         'PATH:2: error: loss: step 0 (the last logged step) is "[[[['),
     ],
     ids=["no-step-column", "carriage-returns", "nested-cell"],
 )  # fmt: skip

@@ -28,9 +28,8 @@ def _gates(root: Path, metric: str = "loss") -> Path:
 
 def _evaluate(tmp_path: Path, record: Path, *extra: str, gates: Path | None = None) -> tuple[int, str, str]:
     db = f"sqlite:///{tmp_path / 'h.db'}"
-    result = run_cli(
-        "evaluate", "--gates", gates or _gates(tmp_path), "--test", TEST, "--record", record, "--db", db, *extra
-    )
+    gates = gates or _gates(tmp_path)
+    result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db, *extra)
     return result.code, result.out, result.err.strip().split("\n")[0]
 
 
