@@ -6,6 +6,7 @@ The shared options and argument types are in `cli_args`; the analytics (`cli_ana
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import traceback
@@ -402,6 +403,11 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        # A stream that cannot encode a metric's name (PYTHONIOENCODING=ascii, a C locale) writes it as
+        # an escape rather than failing the job.
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
     fmt = "text"
     debug = os.environ.get("GATECFG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:
