@@ -24,11 +24,13 @@ from gatecfg.cli_args import (
     db_option,
     gates_option,
     meta_option,
+    positive,
     probability,
     run_meta,
     series_labels,
     series_option,
     step,
+    whole_number,
 )
 from gatecfg.cli_rekey import add_rekey
 from gatecfg.cli_setup import add_setup
@@ -187,7 +189,7 @@ def build_parser() -> Parser:
     p.add_argument("--all", action="store_true", dest="everything", help="undone shifts too")
     p.add_argument(
         "--undo",
-        type=int,
+        type=positive,
         metavar="N",
         help="undo shift N: its gate's baseline reads the runs before it again, its failing runs leave it",
     )
@@ -206,7 +208,9 @@ def build_parser() -> Parser:
     p.add_argument("--metric", required=True, metavar="M")
     p.add_argument("--step", type=step, metavar="S", help="one step (`last` or -1 for `last`)")
     series_option(p)
-    p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
+    p.add_argument(
+        "--limit", type=whole_number(0), default=100, help="newest N values (default 100; 0 for all)"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     db_option(p)
 
