@@ -115,5 +115,10 @@ def test_a_metric_logged_in_decomposed_unicode_is_judged_under_its_composed_gate
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps({decomposed: [[0, 1.0]]}, ensure_ascii=False) + "\n", encoding="utf-8")
     code, out, _ = _evaluate(tmp_path, path, "--format", "json", "--write", gates=gates)
-    [verdict] = json.loads(out)["verdicts"]
+    report = json.loads(out)
+    [verdict] = report["verdicts"]
     assert (code, verdict["metric"], verdict["status"]) == (0, composed, "cold")
+    assert report["notes"][-1] == (
+        "the record logs `eval/caf\u00e9` decomposed (`eval/cafe\\u0301`); judged as the gate's composed "
+        "`eval/caf\u00e9` (`eval/caf\\xe9`)"
+    )
