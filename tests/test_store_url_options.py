@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, subprocess_env
+from helpers import count, run_cli, subprocess_env
 
 TEST = "t.py"
 METRIC = "eval/caf\u00e9"  # not ASCII
@@ -47,8 +47,8 @@ def _evaluate(*extra: str) -> tuple[int, str, str]:
         ("sqlite:///h.db?detect_types=x", "`?detect_types=` in `sqlite:///h.db?detect_types=x` is not"),
         ("sqlite:///h.db?check_same_thread=maybe",
          "`?check_same_thread=` in `sqlite:///h.db?check_same_thread=maybe` is not true or false"),
-        ("sqlite:///h.db?mode=ro", "`?mode=` is a SQLite URI option, which gatecfg does not pass on"),
-        ("sqlite:///h.db?uri=true&mode=ro", "`?uri=true` is not taken"),
+        ("sqlite:///h.db?mode=ro", "`?mode=` is a SQLite URI option, which SQLite applies only to a `file:`"),
+        ("sqlite:///h.db?uri=true&mode=ro", "`?uri=true` reads the path as a SQLite URI, which starts with"),
         ("sqlite:///h.db?immutable=1", "`?immutable=` is a SQLite URI option"),
         ("sqlite:///h.db?isolation_level=EXCLUSIVE", "`?isolation_level=` is not taken"),
     ],
@@ -62,6 +62,16 @@ def test_a_bad_store_url_option_is_one_line_and_exit_2_and_writes_nothing(
     assert code == 2
     assert err.startswith(f"--db: error: {message}")
     assert sorted(p.name for p in project.iterdir()) == ["gates", "r.jsonl"]  # no store, no `h.db?mode=ro`
+
+
+def test_a_read_only_sqlite_uri_is_honoured_and_a_write_through_it_exits_3(project: Path) -> None:
+    assert _evaluate("--db", "sqlite:///h.db", "--write", "--run-id", "first")[0] == 0
+    url = "sqlite:///file:h.db?mode=ro&uri=true"
+    assert _evaluate("--db", url)[0] == 0  # reads
+    code, _, err = _evaluate("--db", url, "--write", "--run-id", "second")
+    assert code == 3
+    assert "attempt to write a readonly database" in err
+    assert count("sqlite:///h.db", "SELECT count(*) FROM runs") == 1
 
 
 def test_an_option_sqlite_does_not_take_is_one_warning_line_and_dropped(project: Path) -> None:

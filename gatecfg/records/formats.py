@@ -258,7 +258,7 @@ def _wandb_csv(path: str, builder: _Builder) -> None:
     except csv.Error as exc:
         # A field past csv's limit (131,072 characters) is no metric value, nor is a NUL.
         raise RecordError.at(
-            Location(path, reader.line_num + 1),  # the lines read before the one that failed
+            Location(path, max(1, reader.line_num)),  # the lines read, the one that failed included
             f"malformed CSV: {exc}",
             hint="export the run's history again as CSV: one row per step, one number per cell",
         ) from None

@@ -15,11 +15,11 @@ URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host
 # What SQLAlchemy's pysqlite dialect passes to sqlite3.connect, and how it reads each.
 _NUMBER = ("timeout",)
 _COUNT = ("cached_statements", "detect_types")
-_FLAG = ("check_same_thread", "uri")  # `uri` only as false: see _check_sqlite_option
+_FLAG = ("check_same_thread", "uri")
 _TRUE = ("true", "yes", "on", "y", "t", "1")
 _FALSE = ("false", "no", "off", "n", "f", "0")
-# SQLite's own URI options: `mode=ro` (or `immutable=1`) would make a store a nightly cannot write, or
-# reads cannot trust, and without `uri=true` SQLAlchemy drops them, so `--write` wrote all the same.
+# SQLite's own URI options (`mode=ro`): without a `file:` URI and `uri=true` SQLAlchemy drops them, so a
+# store meant read-only was written all the same.
 _SQLITE_URI = ("mode", "cache", "immutable", "nolock", "vfs", "psow", "modeof")
 
 
@@ -41,10 +41,13 @@ def checked(url: URL, shown: str) -> URL:
             hint=f"e.g. sqlite:///{url.host or 'history.db'} (a file in this folder) or "
             "sqlite:////abs/path/history.db",
         )
+    # `sqlite:///file:/path/h.db?mode=ro&uri=true`: a SQLite URI, whose options SQLite itself applies
+    # (`mode=ro`: a write fails, exit 3), and passes over where it does not know them.
+    uri = (url.database or "").startswith("file:") and str(url.query.get("uri", "")).lower() in _TRUE
     for key, value in url.query.items():
         assert isinstance(value, str)  # checked above
-        _check_sqlite_option(key, value, shown)
-    ignored = sorted(set(url.query) - {*_NUMBER, *_COUNT, *_FLAG})
+        _check_sqlite_option(key, value, shown, uri=uri)
+    ignored = [] if uri else sorted(set(url.query) - {*_NUMBER, *_COUNT, *_FLAG})
     for key in ignored:
         print(
             f"gatecfg: warning: `?{key}=` in the store URL is no option SQLite takes; ignored "
@@ -54,12 +57,13 @@ def checked(url: URL, shown: str) -> URL:
     return url.difference_update_query(ignored) if ignored else url
 
 
-def _check_sqlite_option(key: str, value: str, shown: str) -> None:
+def _check_sqlite_option(key: str, value: str, shown: str, *, uri: bool) -> None:
     problem = None
-    if key in _SQLITE_URI:
+    if key in _SQLITE_URI and not uri:
         problem = (
-            f"`?{key}=` is a SQLite URI option, which gatecfg does not pass on: a command that does not "
-            "write opens the store for reading only already; a nightly writes with --write and only then"
+            f"`?{key}=` is a SQLite URI option, which SQLite applies only to a `file:` URI with "
+            f"`uri=true` (sqlite:///file:history.db?{key}={value}&uri=true): here it was dropped and a "
+            "--write wrote"
         )
     elif key == "isolation_level":
         problem = "`?isolation_level=` is not taken: gatecfg runs each command's transactions itself"
@@ -74,9 +78,8 @@ def _check_sqlite_option(key: str, value: str, shown: str) -> None:
         problem = f"`?{key}=` in `{shown}` is not a whole number >= 0 (got `{value}`)"
     elif key in _FLAG and value.strip().lower() not in (*_TRUE, *_FALSE):
         problem = f"`?{key}=` in `{shown}` is not true or false (got `{value}`)"
-    elif key == "uri" and value.strip().lower() in _TRUE:
-        # It would pass SQLite URI options on, which are refused above; and a path that is no `file:`
-        # URI then becomes a file named after the options (`h.db?mode=ro`).
-        problem = "`?uri=true` is not taken: gatecfg passes no SQLite URI options on"
+    elif key == "uri" and value.strip().lower() in _TRUE and not uri:
+        # A path that is no `file:` URI would become a file named after the options (`h.db?mode=ro`).
+        problem = "`?uri=true` reads the path as a SQLite URI, which starts with `file:`"
     if problem is not None:
         raise InputError.at("--db", problem, hint=URL_HINT)
