@@ -2,19 +2,20 @@
 
 Band edges are rounded to 12 significant digits before they are compared or shown, so the number
 a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4175, not
-0.41750000000000004) and float noise never decides a verdict.
+0.41750000000000004) and float noise never decides a verdict. The reference is rounded too, so a value
+that rounds to it is inside, even a zero-width band (`rel_up: 0`, `sigma_up` over identical nights).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg import moments
 from gatecfg.budget import MIN_NIGHTS
 from gatecfg.models import Constraint, Limits, Reference
 
@@ -61,7 +62,11 @@ class Band:
     sd: float | None = None  # the window's sample standard deviation a sigma term used, else None
 
     def contains(self, value: float) -> bool:
-        return (self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)
+        # A value equal to the reference at the reference's 12 digits is inside, even a zero-width side
+        # whose edge is that rounded reference (nothing else rounds to it, so no other edge moves).
+        return ((self.lo is None or self.lo <= value) and (self.hi is None or value <= self.hi)) or (
+            self.ref is not None and tidy(value) == self.ref
+        )
 
     def interval(self) -> str:
         lo = "-inf" if self.lo is None else fmt(self.lo)
@@ -98,21 +103,7 @@ class Band:
 
 def reference(values: Sequence[float], how: Reference = "mean") -> float:
     """The mean (SPEC §4) or, with `policy.reference: median`, the median of the window."""
-    if how == "median":
-        middle = statistics.median(values)
-        if math.isinf(middle):  # the two middle values add up beyond the float range; their mean does not
-            ordered = sorted(values)
-            middle = ordered[len(values) // 2 - 1] / 2 + ordered[len(values) // 2] / 2
-        return tidy(middle)
-    return tidy(_mean(values))
-
-
-def _mean(values: Sequence[float]) -> float:
-    try:
-        return math.fsum(values) / len(values)
-    except OverflowError:
-        # Values near the float maximum (a diverged run) add up beyond it; their mean does not.
-        return math.fsum(v / len(values) for v in values)
+    return tidy(moments.median(values) if how == "median" else moments.mean(values))
 
 
 def spread(values: Sequence[float]) -> float | None:
@@ -120,16 +111,7 @@ def spread(values: Sequence[float]) -> float | None:
     when the values lie further apart than the float range."""
     if len(values) < SIGMA_MIN_VALUES:
         return None
-    mean = _mean(values)
-    try:
-        return tidy(math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)))
-    except OverflowError:
-        # Squares beyond the float range: the same sum with every deviation scaled by the largest.
-        deviations = [v - mean for v in values]
-        scale = max(abs(d) for d in deviations)
-        if math.isinf(scale):
-            return math.inf
-        return tidy(scale * math.sqrt(math.fsum((d / scale) ** 2 for d in deviations) / (len(values) - 1)))
+    return tidy(moments.stdev(values))
 
 
 def _width(

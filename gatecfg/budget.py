@@ -76,7 +76,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from gatecfg import correlated, distributions, standardise
+from gatecfg import correlated, distributions, moments, standardise
 from gatecfg.lone_step import POOLED_DF_MAX, lone_limits
 from gatecfg.models import MinChange
 from gatecfg.standardise import Space
@@ -170,8 +170,34 @@ def decide(
 ) -> Decision:
     """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
     values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS). With `min_change`
-    a step's change counts only beyond it."""
-    return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values, min_change)
+    a step's change counts only beyond it.
+
+    A window beyond moments.LARGE in magnitude (a diverged run near the float maximum) is judged scaled by a
+    power of two, which is exact: its squares would leave the float range, the rule's z-scores do not
+    depend on the unit, and the figures in the metric's units are scaled back."""
+    top = float(np.max(np.abs(history)))
+    if not moments.LARGE < top < math.inf:
+        return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values, min_change)
+    exponent = math.frexp(top)[1]
+    if min_change is not None and min_change.abs is not None:
+        min_change = min_change.model_copy(update={"abs": math.ldexp(min_change.abs, -exponent)})
+    null = Null.of(np.ldexp(history, -exponent), direction=direction, alpha=alpha, trials=trials)
+    with np.errstate(over="ignore", under="ignore"):
+        found = null.judge(np.ldexp(values, -exponent), min_change)
+
+    def back(x: FloatArray) -> FloatArray:
+        with np.errstate(over="ignore"):
+            scaled: FloatArray = np.ldexp(x, exponent)
+        return scaled
+
+    return dataclasses.replace(
+        found,
+        loc=back(found.loc),
+        scale=back(found.scale) if null.space == "linear" else found.scale,
+        spread=None if found.spread is None else back(found.spread),
+        lo=None if found.lo is None else back(found.lo),
+        hi=None if found.hi is None else back(found.hi),
+    )
 
 
 class UnusableWindowError(ValueError):

@@ -6,6 +6,7 @@ The shared options and argument types are in `cli_args`; the analytics (`cli_ana
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import traceback
@@ -25,11 +26,13 @@ from gatecfg.cli_args import (
     gates_option,
     meta_option,
     override_option,
+    positive,
     probability,
     run_meta,
     series_labels,
     series_option,
     step,
+    whole_number,
 )
 from gatecfg.cli_rekey import add_rekey
 from gatecfg.cli_setup import add_setup
@@ -185,7 +188,7 @@ def build_parser() -> Parser:
     p.add_argument("--all", action="store_true", dest="everything", help="undone shifts too")
     p.add_argument(
         "--undo",
-        type=int,
+        type=positive,
         metavar="N",
         help="undo shift N: its gate's baseline reads the runs before it again, its failing runs leave it",
     )
@@ -205,7 +208,9 @@ def build_parser() -> Parser:
     p.add_argument("--metric", required=True, metavar="M")
     p.add_argument("--step", type=step, metavar="S", help="one step (`last` or -1 for `last`)")
     series_option(p)
-    p.add_argument("--limit", type=int, default=100, help="newest N values (default 100; 0 for all)")
+    p.add_argument(
+        "--limit", type=whole_number(0), default=100, help="newest N values (default 100; 0 for all)"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     db_option(p)
 
@@ -421,6 +426,11 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        # A stream that cannot encode a metric's name (PYTHONIOENCODING=ascii, a C locale) writes it as
+        # an escape rather than failing the job.
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
     fmt = "text"
     debug = os.environ.get("GATECFG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:

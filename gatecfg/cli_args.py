@@ -158,14 +158,27 @@ def step(text: str) -> int:
     return step
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
+# The largest count or id an option takes: PostgreSQL's INTEGER, which a LIMIT and the stores' ids fit in
+# (a larger one overflowed in the driver, exit 70).
+MAX_COUNT = 2**31 - 1
+
+
+def whole_number(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to MAX_COUNT."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not a number, or more digits than Python converts
+            value = low - 1
+        if not low <= value <= MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number from {low} to {MAX_COUNT}")
+        return value
+
+    return parse
+
+
+positive = whole_number(1)
 
 
 def allowance(text: str) -> float:

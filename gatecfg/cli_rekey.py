@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gatecfg.cli_args import (
+    MAX_COUNT,
     SubParsers,
     add,
     check_store_write,
@@ -13,6 +14,7 @@ from gatecfg.cli_args import (
     override_option,
     series_labels,
     series_option,
+    whole_number,
 )
 from gatecfg.errors import InputError
 from gatecfg.settings import db_url, optional_db_url
@@ -77,7 +79,7 @@ def add_rekey(sub: SubParsers) -> None:
     what.add_argument("--orphaned", action="store_true", help="coordinates no declaration uses")
     what.add_argument(
         "--keep",
-        type=int,
+        type=whole_number(-MAX_COUNT),  # bounded; the command words what is too small
         metavar="N",
         help="per coordinate, keep the newest N trusted values at each step (N >= every declared window)",
     )

@@ -106,6 +106,7 @@ def run_evaluation(req: Request) -> RunReport:
         )
         notes += followed.notes()
         notes += [missing_note(r) for r in results if r.missing]
+        notes += record.spelling_notes([gate.metric for gate in resolved.gates])
         is_trusted = trusted(results)
         # Only a run with a failing gate asks what changed since the baseline's newest run.
         newest = None

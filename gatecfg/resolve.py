@@ -256,6 +256,10 @@ def _is_gate_file(path: Path) -> bool:
     return isinstance(data, dict) and ("test" in data or "gates" in data) and "version" not in data
 
 
+# Folders below the gates root that are walked (a real tree is a few deep).
+MAX_FOLDER_DEPTH = 64
+
+
 def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
     """Every .yaml/.yml file under `root`. One that cannot be read (a dangling link, a link loop) and a
     folder that cannot be listed are problems: skipping them would report "0 errors" for what lint never
@@ -268,6 +272,17 @@ def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
     found: list[Path] = []
     real_root = root.resolve()
     for folder, dirs, names in os.walk(root, onerror=unreadable):
+        if dirs and len(Path(folder).relative_to(root).parts) >= MAX_FOLDER_DEPTH:
+            # os.walk recurses a level per folder: a tree 1,200 deep raised RecursionError.
+            problems.append(
+                Problem(
+                    Location(display_path(Path(folder) / dirs[0])),
+                    f"is nested more than {MAX_FOLDER_DEPTH} folders below the gates root; gatecfg reads "
+                    "no deeper",
+                    hint="keep gate files a few folders deep, e.g. gates/<area>/<test>.yaml",
+                )
+            )
+            dirs[:] = []
         # os.walk does not follow a link to a folder; one that leaves the gates root would hide what it
         # holds, so it is an error (one inside the root is walked where it really is).
         for name in dirs:

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from gatecfg.errors import InputError
+from gatecfg.textio import decode_utf8, read_bytes
 
 DEFAULT_DB = "sqlite:///.gatecfg/history.db"
 DEFAULT_GATES = Path("gates")
@@ -41,6 +42,8 @@ ENFORCE_ENV = "GATECFG_ENFORCE"
 CONFIG_NAME = ".gatecfg.toml"
 PYPROJECT = "pyproject.toml"
 KEYS = ("gates", "db", "series")
+# A settings file is a few lines (a pyproject.toml a few hundred): past this it is no settings file.
+MAX_SETTINGS_BYTES = 4_000_000
 KEYS_HINT = "the keys are `gates` (a folder), `db` (a store URL) and `series` (a table of labels)"
 
 
@@ -56,16 +59,28 @@ class FileSettings:
 
 def db_url(value: str | None) -> str:
     """The store: `value`, else $GATECFG_DB_URL, else the settings file's `db`, else the SQLite file."""
-    return _as_url(value or os.environ.get(DB_ENV) or project().db or DEFAULT_DB)
+    return _as_url(_given_db(value) or project().db or DEFAULT_DB)
 
 
 def optional_db_url(value: str | None) -> str | None:
     """The store of a command that can do without one (`gatecfg diff`): as `db_url`, except that the
     default SQLite file counts only when it exists (a clone without history gets no error)."""
-    url = value or os.environ.get(DB_ENV) or project().db
+    url = _given_db(value) or project().db
     if url:
         return _as_url(url)
     return DEFAULT_DB if Path(DEFAULT_DB.removeprefix("sqlite:///")).is_file() else None
+
+
+def _given_db(value: str | None) -> str | None:
+    """`value`, else $GATECFG_DB_URL; one of blanks only is an error (it named a store file of blanks)."""
+    for given, where in ((value, "--db"), (os.environ.get(DB_ENV), DB_ENV)):
+        if given is not None and given != "":
+            if not given.strip():
+                raise InputError.at(
+                    where, "is blank", hint="give a store URL, e.g. sqlite:///history.db, or unset it"
+                )
+            return given
+    return None
 
 
 def gates_root(value: str | os.PathLike[str] | None) -> Path:
@@ -109,13 +124,15 @@ def project(start: Path | None = None) -> FileSettings:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    shown = str(path)
+    data = read_bytes(path, shown, what="settings file", limit=MAX_SETTINGS_BYTES, hint="")
+    text = decode_utf8(data, shown, hint="TOML is UTF-8 text: save the file as UTF-8")
     try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputError.at(str(path), f"is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise InputError.at(str(path), f"cannot read it: {exc.strerror or exc}") from None
+        raise InputError.at(shown, f"is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError.at(shown, "is not valid TOML: arrays or tables nested too deeply") from None
 
 
 def _read(path: Path, table: object, prefix: str) -> FileSettings:
@@ -167,6 +184,12 @@ def _env_labels(text: str) -> dict[str, str]:
         if not sep or not key.strip():
             raise InputError.at(
                 SERIES_ENV, f"`{item}` is not KEY=VALUE", hint="e.g. GATECFG_SERIES=hardware=h100,backend=x"
+            )
+        if key.strip() in labels:
+            raise InputError.at(
+                SERIES_ENV,
+                f"label `{key.strip()}` is given twice",
+                hint="give each label once: a run belongs to one series",
             )
         labels[key.strip()] = value.strip()
     return labels

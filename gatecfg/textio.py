@@ -65,7 +65,11 @@ def open_user_file(path: Path, shown: str, *, what: str, limit: int, hint: str) 
         os.close(fd)
         raise
     with os.fdopen(fd, "rb") as handle:
-        yield handle
+        try:
+            yield handle
+        except OSError as exc:
+            # A regular file that cannot be read (/proc/self/mem: EIO; a file on a failing disk).
+            raise InputError.at(Location(shown), f"cannot read the {what}: {_reason(exc)}") from None
 
 
 def _a(what: str) -> str:

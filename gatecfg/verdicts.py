@@ -532,12 +532,12 @@ def _statuses(
                 else np.where(ruled.decision.failing, _CODE["fail"], _CODE["pass"])
             )
     elif gate.constraint is not None and bands is not None:
-        _, lo, hi = bands
         judged = np.flatnonzero(open_)
-        value, low, high = values[judged], lo[judged], hi[judged]
-        # Band.contains: an open side (None, here NaN) holds everything.
+        value, (ref, low, high) = values[judged], (column[judged] for column in bands)
+        # Band.contains: an open side (NaN) holds all; one that may round to `ref` is for `judge`.
         inside = (np.isnan(low) | (low <= value)) & (np.isnan(high) | (value <= high))
-        codes[judged] = np.where(inside, _CODE["pass"], _CODE["fail"])
+        close = ~inside & (np.abs(value - ref) <= np.abs(value) * CLOSE_CALL)
+        codes[judged] = np.where(close, _CLOSE, np.where(inside, _CODE["pass"], _CODE["fail"]))
     elif gate.constraint is not None:
         # Steps whose windows hold as many values share a matrix (one, nearly always). A set, not
         # np.unique, which imports numpy.ma (a sixtieth of a CI process's start) to ask about masks.
@@ -603,7 +603,8 @@ class Ruled:
     def band(self, index: int) -> Band | None:
         """The step's baseline as reports show it: the median of its window, its night-to-night spread,
         and the edges beyond which it fails on its own (the rule judges the steps together too: a step
-        within them fails when a statistic over several steps blames it)."""
+        within them fails when a statistic over several steps blames it); one beyond the float range is
+        as open as none."""
         k = self.position.get(index)
         if k is None:
             return None
@@ -612,7 +613,7 @@ class Ruled:
             return Band(None, self.nights, None, None)
 
         def at(values: np.ndarray | None) -> float | None:
-            return None if values is None else tidy(float(values[k]))
+            return tidy(float(values[k])) if values is not None and np.isfinite(values[k]) else None
 
         return Band(tidy(float(d.loc[k])), self.nights, at(d.lo), at(d.hi), at(d.spread))
 

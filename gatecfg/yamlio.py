@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,27 @@ def load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
         return _load_yaml(raw, path)
 
 
+# Characters YAML 1.1 readers (ruamel's among them, in places) take for a line break: inside a quoted
+# name one is folded into a space, in a comment it ends the comment. Written as an escape (`"\u2028"`)
+# each is one character of a double-quoted string, read the same by every reader.
+_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def _check_breaks(text: str, path: str) -> None:
+    found = _UNICODE_BREAKS.search(text)
+    if found is None:
+        return
+    start = text.rfind("\n", 0, found.start()) + 1
+    code = f"U+{ord(found.group()):04X}"
+    raise InputError.at(
+        Location(path, text.count("\n", 0, found.start()) + 1, found.start() - start + 1),
+        f"the file holds {code} ({unicodedata.name(found.group(), 'NEXT LINE')}), which YAML readers "
+        "take for a line break",
+        hint="remove it (a metric name holds no line break); where a string needs it, write the escape "
+        f'\\u{ord(found.group()):04x} inside double quotes, e.g. "a\\u{ord(found.group()):04x}b"',
+    )
+
+
 def _load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
     size = len(raw)
     if size > MAX_BYTES:
@@ -116,6 +138,7 @@ def _load_yaml(raw: bytes | str, path: str) -> LoadedDoc:
             hint="a gate file declares a test's gates; split a generated one into a file per test",
         )
     text = _decode(raw, path) if isinstance(raw, bytes) else raw
+    _check_breaks(text, path)
     _check_version(text, path)
     if sum(text.count(opener) for opener in _OPENERS) > SCAN_ABOVE:
         _check_depth(text, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import run_cli
@@ -33,6 +34,24 @@ def test_bash_completes_commands_options_and_choices() -> None:
     assert "--max-false-alarm" in complete_bash("gatecfg lint --")
     assert complete_bash("gatecfg db ") == ["upgrade", "status", "copy"]
     assert "--dry-run" in complete_bash("gatecfg carry --")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_offers_file_names_with_a_space_or_a_star_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `COMPREPLY=($(compgen -f ...))` split `night one.jsonl` in two and expanded `*`.
+    names = ["night one.jsonl", "run*.jsonl", "run2.jsonl"]
+    for name in names:
+        (tmp_path / name).write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    script = run_cli("completion", "bash").out
+    probe = (
+        f"{script}\nCOMP_WORDS=(gatecfg evaluate --record ''); COMP_CWORD=3\n"
+        '_gatecfg; printf "%s\\0" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert sorted(done.stdout.split("\0")[:-1]) == sorted(names)
 
 
 def test_every_command_and_option_of_the_parser_is_in_every_script() -> None:

@@ -103,8 +103,9 @@ def test_a_window_whose_values_overflow_is_unusable_not_a_pass() -> None:
         Null.of(window, direction="up", alpha=0.01, trials=None)
 
 
-def test_evaluate_makes_a_gate_over_an_overflowing_history_an_error_with_its_reason(tmp_path: Path) -> None:
-    # Before: numpy's LinAlgError out of the budget rule, exit 70 on the sixth `evaluate --write`.
+def test_evaluate_judges_a_gate_over_a_history_at_1e308(tmp_path: Path) -> None:
+    # Before: numpy's LinAlgError out of the budget rule, exit 70 on the sixth `evaluate --write`; then
+    # an error verdict. The rule judges the window scaled by a power of two (`budget.decide`).
     gates = write_gates(tmp_path, enforce=True)
     db = f"sqlite:///{tmp_path / 'h.db'}"
     signs = np.sign(np.random.default_rng(2).standard_normal((8, 20)))
@@ -113,16 +114,14 @@ def test_evaluate_makes_a_gate_over_an_overflowing_history_an_error_with_its_rea
         written = run_cli(
             *args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}"
         )
-        assert written.code in (0, 1), written.err
+        assert written.code == 0, written.err
 
     result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", 1e308 * signs[-1]), "--format", "json")
 
     report = json.loads(result.out)
     [gate] = report["gates"]
-    assert result.code == 1  # an enforced gate that errs fails the job
-    assert gate["status"] == "error"
-    assert "baseline cannot be judged against" in gate["why"]
-    assert "too large to standardise" in gate["why"] or "cannot be computed" in gate["why"]
+    assert (result.code, gate["status"]) == (0, "pass")
+    assert {v["status"] for v in report["verdicts"]} == {"pass"}
 
 
 def test_evaluate_fails_a_run_whose_one_step_exploded_and_names_that_step(tmp_path: Path) -> None:

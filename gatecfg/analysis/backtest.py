@@ -1,10 +1,9 @@
 """Backtest: replay stored nightly history in time order under a gate tree, with evaluate's own rules.
 
-Each stored run, oldest first, is judged by `gatecfg.verdicts.evaluate` (the same band, `judge` and
-`tolerate`) against baselines formed only from the runs before it, with the test's `window`,
-`min_history`, `reference` and `baseline` policy. Trust is decided as evaluate decides it: a trust or
-untrust set by hand wins, else a run is trusted iff no gated coordinate of the replay failed. So a
-proposed tree changes not only its own verdicts but the baselines every later run meets.
+Each stored run, oldest first, is judged as its nightly `evaluate --write` would have judged it: the same
+verdicts, against baselines formed only from the runs before it by the one rule (`gatecfg.membership`:
+per-gate trust, rejoins, followed shifts, trust set by hand), with the test's policy. So a proposed tree
+changes not only its own verdicts but the baselines every later run meets (docs/calibration.md).
 
 What is replayed is the measured quantity, not the key: the values stored for the test's series, metric
 and `steps`, under whichever constraint was in force when they were written. A gate is backtested as if
@@ -14,11 +13,12 @@ it had been in place since the first stored run. A proposed `steps` change has n
 A run untrusted by hand is a known-bad night: it is replayed, never forms a baseline, and is left out of
 the counts, since an alarm on it is not a false one.
 
-Limits: a run keeps no stored row for a metric its record lacked, so the `error` evaluate gave such a run
-is not replayed, and its trust is recomputed from the values it has.
+Limits: a run keeps no stored row for a metric its record lacked (nor for a NaN step), so the `error`
+evaluate gave it there is not replayed; the gate's later baselines are the same either way.
 
-The replay itself is `gatecfg.analysis.replayer` (each run's trust in bulk: `trust_rounds`); this module
-compares replays and reports per gate: failures, false alarms, flips, drift, detection.
+The replay itself is `gatecfg.analysis.replayer` (nightly `evaluate --write`s of the stored runs, their
+windows read by `gatecfg.membership`); this module compares replays and reports per gate: failures, false
+alarms, flips, drift, detection, and a budget gate's record beside its promise.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg import moments
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
 from gatecfg.analysis.noise import binomial_log_tail
 from gatecfg.analysis.replayer import Replay, Shift, StoredRun, replay
@@ -239,7 +240,7 @@ def _cell_keys(positions: npt.NDArray[np.int64], steps: npt.NDArray[np.int64]) -
 
 def _mean(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
-    return math.fsum(known) / len(known) if known else None
+    return moments.mean(known) if known else None
 
 
 def _tally(track: Track, next_ref: float | None) -> Tally:

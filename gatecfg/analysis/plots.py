@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,8 @@ from gatecfg.analysis.series import Night
 from gatecfg.escape import mathtext_label
 
 Kind = Literal["svg", "png"]
+# The largest magnitude on an axis: matplotlib's tick arithmetic overflows much beyond it.
+PLOTTABLE = sys.float_info.max / 64
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 3.4, 100
 SHORT_SHA = 7
 PROLOG = re.compile(r"\A.*?(?=<svg)", re.DOTALL)
@@ -64,9 +67,14 @@ def render(chart: Chart | Curve, kind: Kind) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
+    import numpy as np
     from matplotlib import pyplot as plt
 
-    with matplotlib.rc_context({"svg.hashsalt": chart.salt, "svg.fonttype": "none", "font.size": 8}):
+    # Values near the float maximum overflow matplotlib's data-limit arithmetic, harmlessly.
+    with (
+        matplotlib.rc_context({"svg.hashsalt": chart.salt, "svg.fonttype": "none", "font.size": 8}),
+        np.errstate(over="ignore"),
+    ):
         fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
         try:
             if isinstance(chart, Curve):
@@ -173,9 +181,7 @@ def _draw_curve(ax: Any, curve: Curve) -> None:
     if not shown:
         ax.text(0.5, 0.5, "no stored values", ha="center", va="center", transform=ax.transAxes)
         return
-    low, high = min(shown), max(shown)
-    margin = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
-    low, high = low - margin, high + margin
+    low, high = _padded(min(shown), max(shown))
     judged = [r is not None for r in curve.refs]
     if any(judged):
         ax.fill_between(
@@ -211,9 +217,17 @@ def _y_range(nights: Sequence[Night], limits: Mapping[str, float]) -> tuple[floa
     """Values, limits and finite band edges in view, with a margin; an open band side runs to the edge."""
     points = [n.value for n in nights] + list(limits.values())
     points += [e for n in nights for e in (n.lo, n.hi) if e is not None and math.isfinite(e)]
-    low, high = min(points), max(points)
-    margin = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
-    return low - margin, high + margin
+    return _padded(min(points), max(points))
+
+
+def _padded(low: float, high: float) -> tuple[float, float]:
+    """`low` to `high` with a margin, within the range matplotlib can place ticks in: values nearer the
+    float maximum (a diverged run at 1.8e308) are drawn at the chart's edge."""
+    margin = (high / 2 - low / 2) * 0.16 or abs(high) * 0.05 or 1.0
+    low, high = (min(max(x, -PLOTTABLE), PLOTTABLE) for x in (low - margin, high + margin))
+    if low == high:  # everything beyond the drawable range, on one side
+        return (PLOTTABLE / 2, PLOTTABLE) if high > 0 else (-PLOTTABLE, -PLOTTABLE / 2)
+    return low, high
 
 
 def _shade_regimes(ax: Any, chart: Chart, nights: Sequence[Night], top: float) -> None:

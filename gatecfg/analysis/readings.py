@@ -22,6 +22,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from gatecfg import moments
 from gatecfg.analysis.changepoints import MBIC_CHANGE, Detection, Kind, Segment, levels
 from gatecfg.analysis.noise import MIN_REGIME, NUMERIC_NOISE, Array, fit_residuals, median
 
@@ -36,8 +37,32 @@ def detect(series: Sequence[float], coordinates: int = 1) -> Detection:
     does not accumulate (`changepoints.levels`), and a random walk whose drift and step size change
     (`_walk`, the same search on the night-to-night differences). The walk is reported only where its
     penalised likelihood is better by Vuong's test. A positive metric is then read in logs as well, and
-    reported as read there where that is likelier by the same test (step 12)."""
+    reported as read there where that is likelier by the same test (step 12).
+
+    A series beyond `moments.LARGE` in magnitude (a diverged run near the float maximum), whose squares
+    leave the float range, is read scaled by a power of two (exact), and its figures are scaled back."""
     values = np.asarray(series, dtype=np.float64)
+    top = float(np.max(np.abs(values))) if values.size else 0.0
+    if moments.LARGE < top < math.inf:
+        exponent = math.frexp(top)[1]
+        return _scaled(_detect(np.ldexp(values, -exponent), coordinates), exponent)
+    return _detect(values, coordinates)
+
+
+def _scaled(found: Detection, exponent: int) -> Detection:
+    """A detection's figures in the metric's units times `2**exponent`."""
+
+    def up(x: float, power: int = 1) -> float:
+        with np.errstate(over="ignore"):  # a penalty in units squared may leave the float range
+            return float(np.ldexp(x, power * exponent))
+
+    segments = tuple(
+        replace(s, slope=up(s.slope), scale=up(s.scale), noise=up(s.noise)) for s in found.segments
+    )
+    return replace(found, segments=segments, sigma=up(found.sigma), penalty=up(found.penalty, 2))
+
+
+def _detect(values: Array, coordinates: int) -> Detection:
     found = levels(values, coordinates)
     if len(found.segments) < 2:
         # One regime already: the walk reading could only add changes of drift to a series that the

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gatecfg import moments
 from gatecfg.analysis.regimes import Regime, find_regimes
 from gatecfg.analysis.series import Night, analysable
 from gatecfg.resolve import Policy, ResolvedGate
@@ -157,7 +158,7 @@ def _mean_night(group: Sequence[Night]) -> Night:
         run_id=first.run_id,
         commit=first.commit,
         created_at=first.created_at,
-        value=math.fsum(n.value for n in group) / len(group),
+        value=moments.mean([n.value for n in group]),
         trusted=first.trusted,
         untrusted_by_hand=first.untrusted_by_hand,
         status=first.status,

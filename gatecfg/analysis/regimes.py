@@ -10,13 +10,13 @@ night before, the change came with no code change (hardware, data, a dependency)
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gatecfg import moments
 from gatecfg.analysis.changepoints import Detection, Kind
 from gatecfg.analysis.readings import detect
 from gatecfg.analysis.series import Night
@@ -128,7 +128,7 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: i
     for segment, (start, stop) in zip(detection.segments, itertools.pairwise(bounds), strict=True):
         # A crashed night would drag the mean and blow up the spread of the regime it sits in.
         chunk = [values[i] for i in range(start, stop) if i not in outliers] or values[start:stop]
-        median = statistics.median(chunk)
+        median = moments.median(chunk)
         previous = regimes[-1] if regimes else None
         shift = None if previous is None else median - previous.median
         regimes.append(
@@ -142,7 +142,7 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: i
                 start_date=nights[start].created_at,
                 end_date=nights[stop - 1].created_at,
                 n=stop - start,
-                mean=math.fsum(chunk) / len(chunk),
+                mean=moments.mean(chunk),
                 median=median,
                 spread=_stdev(chunk),
                 shift_abs=shift,
@@ -163,10 +163,7 @@ def find_regimes(metric: str, step: int, nights: Sequence[Night], coordinates: i
 def _stdev(chunk: Sequence[float]) -> float:
     """Sample standard deviation (0 for one night): two passes in floats, where `statistics.stdev`'s exact
     fractions cost `regimes --all` seconds over thousands of coordinates for digits no report prints."""
-    if len(chunk) < 2:
-        return 0.0
-    mean = math.fsum(chunk) / len(chunk)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in chunk) / (len(chunk) - 1))
+    return moments.stdev(chunk) if len(chunk) >= 2 else 0.0
 
 
 def _ratio(scale: float, before: float) -> float | None:

@@ -4,6 +4,7 @@ the re-key banner, the report files and the GitHub step summary."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +105,14 @@ def _step_summary(reads: Reads) -> TextIO | None:
         )
         return None
     try:
-        return open(name, "a", encoding="utf-8")
+        # Without blocking: a FIFO nobody reads would hold the job at open(); only a regular file is
+        # appended to (GitHub's always is).
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(0, "not a regular file")
+        os.set_blocking(fd, True)
+        return open(fd, "a", encoding="utf-8")
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(

@@ -10,6 +10,7 @@ import json
 import math
 import numbers
 import operator
+import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -158,13 +159,14 @@ class _Builder:
         # Per metric: each step's index in the lists that follow, the logged values and their locations.
         self._series: dict[str, tuple[dict[int, int], list[object], list[Location]]] = {}
         self._files: list[str] = []
+        self._spellings: dict[str, str] = {}  # NFC name -> the first other spelling logged
 
     def build(self) -> Record:
         columns: dict[str, Column] = {}
         for metric, found in sorted(self._series.items()):
             steps, logged, locations = _in_step_order(*found)
             columns[metric] = Column(steps, [_number(v) for v in logged], logged, locations)
-        return Record(MappingProxyType(columns), tuple(self._files))
+        return Record(MappingProxyType(columns), tuple(self._files), MappingProxyType(self._spellings))
 
     def add_logged(self, logged: Points) -> None:
         """Points given in Python: numpy scalars count as the numbers they are, as in a JSON file."""
@@ -203,8 +205,10 @@ class _Builder:
 
     def add_text(self, text: str, path: str) -> None:
         self._files.append(path)
-        # Split on "\n" only: str.splitlines also splits on U+2028 and friends, which JSON strings may hold.
-        for number, line in enumerate(text.split("\n"), start=1):
+        # Split on line breaks only (a JSON string holds no raw CR or LF): str.splitlines also splits on
+        # U+2028, U+0085 and friends, which a JSON string (a metric's name) may hold.
+        lines = text.split("\n") if "\r" not in text else re.split(r"\r\n|\r|\n", text)
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             location = Location(path, number)
@@ -285,7 +289,9 @@ class _Builder:
             # One metric, one spelling: a name in decomposed Unicode (NFD) is the NFC name gate files use
             # (models.MetricName), so both spellings in one record are one metric (a step twice is an error).
             if not metric.isascii():
-                metric = unicodedata.normalize("NFC", metric)
+                spelled, metric = metric, unicodedata.normalize("NFC", metric)
+                if spelled != metric:
+                    self._spellings.setdefault(metric, spelled)
             found = self._series.get(metric)
         if found is None:
             found = self._series[metric] = ({}, [], [])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from gatecfg.errors import InputError, Location, RecordError
 from gatecfg.records.builder import JSON_DECODER, RECORD_HINT, DuplicateKeyError, read_record_text
+from gatecfg.records.values import shorten
 from gatecfg.textio import open_user_file
 
 if TYPE_CHECKING:
@@ -32,7 +33,10 @@ Kind = Literal["jsonl", "tensorboard", "wandb-csv", "wandb-json", "mlflow"]
 
 # A TFRecord starts with an 8-byte length and a 4-byte CRC; an event file's first record names the format.
 _TB_MARK = b"brain.Event:"
-_MLFLOW_LINE = re.compile(r"-?\d+ \S+( -?\d+)?")
+# An MLflow metric line (`timestamp value step`), or one with the wrong number of fields, which the reader
+# then names at its line.
+_MLFLOW_LINE = re.compile(r"-?\d+([ \t]+\S+)+")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _STEP_CELL_HINT = "every row of a W&B history export has its step in the `_step` column"
 # What a tensor of a dtype that is no number holds, by numpy's dtype kind (strings come back as objects).
 _TENSOR_KINDS = {"O": "string", "S": "string", "U": "string", "c": "complex", "b": "boolean"}
@@ -40,6 +44,8 @@ _TENSOR_KINDS = {"O": "string", "S": "string", "U": "string", "c": "complex", "b
 # `_Bounded`); this bounds the time one takes. Images and histograms make large files: 8 GB is far above
 # any run's scalars.
 MAX_EVENT_FILE_BYTES = 8_000_000_000
+# The longest first line read to tell a format (a W&B export's header names every metric).
+MAX_HEADER_BYTES = 16_000_000
 _TB_HINT = "pip install 'gatecfg[tensorboard]' (TensorBoard's own reader reads the event files)"
 
 
@@ -70,16 +76,21 @@ def sniff(path: str) -> Kind:
         )
     with _open_record(path) as handle:
         head = handle.read(4096)
+        if not _is_event_file(head) and not re.search(b"[\r\n]", head.lstrip(b"\xef\xbb\xbf \t\r\n")):
+            # A first line longer than that (a W&B header of many metrics) is read whole: what it holds
+            # decides the format.
+            head += handle.readline(MAX_HEADER_BYTES)
     if _is_event_file(head):
         return "tensorboard"
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    first = text.split("\n", 1)[0].strip()
+    first = _LINE_BREAK.split(text, maxsplit=1)[0].strip()
     if re.match(r"\[\s*[{\]]", text):  # an array of rows; a JSON Lines file holds objects, one a line
         return "wandb-json"
-    if not text.startswith("{") and "_step" in _csv_cells(first):
-        return "wandb-csv"
     if _MLFLOW_LINE.fullmatch(first):
         return "mlflow"
+    # A header of names (no JSON value starts with a letter or `_`, `/`): a CSV, with `_step` or not.
+    if re.match(r"[A-Za-z_/]", first) and len(_csv_cells(first)) >= 2:
+        return "wandb-csv"
     return "jsonl"
 
 
@@ -138,10 +149,14 @@ def _tensorboard(path: str, builder: _Builder) -> None:
         builder.add_file(file)
         for number, event in _events(file):
             for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name != "scalars":
-                    continue  # histograms, images, text: not metrics a gate reads
-                array = tensor_util.make_ndarray(value.tensor)
                 location = Location(file, number)
+                plugin = value.metadata.plugin_data.plugin_name
+                if plugin != "scalars":
+                    # A histogram, image or text under a gated metric's tag is no value it can judge: a
+                    # point that is no number, an error there (and nothing where no gate reads the tag).
+                    builder.add_point(value.tag, event.step, _Summary(plugin), location)
+                    continue
+                array = tensor_util.make_ndarray(value.tensor)
                 if array.dtype.kind not in "iuf":
                     # A string, complex or boolean tensor under the scalars plugin: no number a gate reads.
                     raise RecordError.at(
@@ -196,6 +211,22 @@ def _records(file: str, reader: Any) -> Iterator[tuple[int, Any]]:
             yield number, migrated
 
 
+_SUMMARY_KINDS = {"histograms": "histogram", "images": "image", "audio": "audio", "text": "text"}
+
+
+class _Summary:
+    """A TensorBoard summary that is not a scalar, as a logged value: its text names what it is."""
+
+    __slots__ = ("plugin",)
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin
+
+    def __repr__(self) -> str:
+        kind = _SUMMARY_KINDS.get(self.plugin) or repr(self.plugin or "untyped")
+        return f"a TensorBoard {kind} summary"
+
+
 class _Bounded:
     """A binary file whose reads never ask for more than what is left of it."""
 
@@ -214,48 +245,62 @@ def _cell(text: str) -> object:
     """A CSV cell as the JSON value it spells (numbers, NaN, Infinity), else the text itself."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: `[[[[...`, nested past Python's limit
         return text
 
 
 def _wandb_csv(path: str, builder: _Builder) -> None:
     text = read_record_text(path)
     builder.add_file(path)
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""))  # any line ending
     try:
         _wandb_rows(path, reader, builder)
     except csv.Error as exc:
         # A field past csv's limit (131,072 characters) is no metric value, nor is a NUL.
         raise RecordError.at(
-            Location(path, reader.line_num + 1),  # the lines read before the one that failed
+            Location(path, max(1, reader.line_num)),  # the lines read, the one that failed included
             f"malformed CSV: {exc}",
             hint="export the run's history again as CSV: one row per step, one number per cell",
         ) from None
 
 
-def _wandb_rows(path: str, reader: csv.DictReader[str], builder: _Builder) -> None:
-    header = reader.fieldnames or []
+def _wandb_rows(path: str, reader: Any, builder: _Builder) -> None:
+    """The rows of a W&B history export, each cell paired with its column. Not csv.DictReader, which
+    fills every missing cell of a short row and so costs rows x columns: a header of 200,000 columns
+    above rows of one cell would keep `evaluate` busy for minutes over a 1.5 MB file."""
+    header: list[str] = next(reader, [])
+    first: dict[str, int] = {}
     for col, name in enumerate(header):
-        if name in header[:col]:
-            # DictReader would keep the last column of the name: a regressed value could vanish.
+        if name in first:
+            # A dict would keep the last column of the name: a regressed value could vanish.
             raise RecordError.at(
                 Location(path, 1),
-                f"column `{name}` appears twice in the header "
-                f"(columns {header.index(name) + 1} and {col + 1})",
+                f"column `{name}` appears twice in the header (columns {first[name] + 1} and {col + 1})",
                 dotted=name,
                 hint="a W&B history export names each metric once: export it again",
             )
-    for row in reader:
+        first[name] = col
+    if "_step" not in first and "step" not in first:
+        raise RecordError.at(
+            Location(path, 1),
+            f"is a CSV whose header has no `_step` column (it starts {shorten(', '.join(header))})",
+            dotted="_step",
+            hint="export the run's history from W&B (run page, Files or the API's run.history()) as CSV: "
+            "a `_step` column and one column per metric",
+        )
+    for cells in reader:
+        if not cells:
+            continue  # a blank line
         location = Location(path, reader.line_num)
-        if None in row:
+        if len(cells) > len(header):
             raise RecordError.at(
                 location,
-                f"the row has more cells than the header's {len(reader.fieldnames or [])}",
+                f"the row has more cells than the header's {len(header)}",
                 hint="export the run's history again: each row needs one cell per column",
             )
         # An empty cell is a metric not logged at this step (W&B histories are sparse).
-        values = {key: _cell(cell) for key, cell in row.items() if key is not None and cell not in ("", None)}
-        if "_step" not in values:
+        values = {key: _cell(cell) for key, cell in zip(header, cells, strict=False) if cell != ""}
+        if "_step" not in values and "step" not in values:
             raise RecordError.at(
                 location, "the row has no `_step`", dotted="_step", hint="every row needs its step"
             )
@@ -292,10 +337,12 @@ def _wandb_json(path: str, builder: _Builder) -> None:
                 f"record {number} is not a row with `_step`",
                 hint='each element is a row of the history, e.g. {"_step": 3, "train/loss": 1.9}',
             )
-        # pandas writes a metric not logged at a step as null: not a point, as an empty CSV cell.
-        builder.add_row({k: v for k, v in row.items() if v is not None}, location)
+        # pandas writes a metric not logged at a step as null: not a point, as an empty CSV cell. A null
+        # step stays, and is refused as a step.
+        builder.add_row({k: v for k, v in row.items() if v is not None or k in _STEP_KEYS}, location)
 
 
+_STEP_KEYS = ("_step", "step")
 _BETWEEN_ROWS = re.compile(r"[\s,]*")
 
 
@@ -334,7 +381,7 @@ def _mlflow(path: str, builder: _Builder) -> None:
         shown = str(file)
         metric = file.relative_to(root).as_posix()
         builder.add_file(shown)
-        for number, line in enumerate(read_record_text(shown).split("\n"), start=1):
+        for number, line in enumerate(_LINE_BREAK.split(read_record_text(shown)), start=1):
             if not line.strip():
                 continue
             location = Location(shown, number)

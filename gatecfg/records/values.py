@@ -76,6 +76,18 @@ class Record:
 
     columns: Mapping[str, Column]
     files: tuple[str, ...]
+    # A metric logged in decomposed Unicode (NFD) is the composed (NFC) name gate files use: its name here,
+    # and the spelling the record logged.
+    spellings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def spelling_notes(self, metrics: Sequence[str]) -> list[str]:
+        """For each of `metrics` that the record logged in another spelling, a note that shows both."""
+        return [
+            f"the record logs `{metric}` decomposed (`{_escaped(self.spellings[metric])}`); judged as the "
+            f"gate's composed `{metric}` (`{_escaped(metric)}`)"
+            for metric in metrics
+            if metric in self.spellings
+        ]
 
     @classmethod
     def of_points(cls, series: Mapping[str, Sequence[Point]], files: tuple[str, ...]) -> Record:
@@ -101,6 +113,11 @@ def _json_text(value: object) -> str:
     if type(value) is int:
         return repr(value)
     return json.dumps(value, ensure_ascii=False, default=repr)  # default: a Python object logged via the API
+
+
+def _escaped(name: str) -> str:
+    """A name with every character beyond ASCII as its escape: two spellings that look alike differ."""
+    return name.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def shorten(text: str) -> str:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from gatecfg.errors import InputError, StoreError
 from gatecfg.escape import mask_url
 from gatecfg.extras import require
+from gatecfg.store import url_options
 from gatecfg.store.facts import SQLITE_BUSY_TIMEOUT_S
 
 URL_HINT = "write sqlite:///path/to/history.db or postgresql+psycopg://user@host:5432/dbname"
@@ -63,6 +64,7 @@ def parse_url(raw: str) -> URL:
         )
     if "\0" in raw or "%00" in raw:
         raise InputError.at("--db", f"the history store URL `{shown}` holds a NUL character", hint=URL_HINT)
+    url = url_options.checked(url, shown)
     timeout = url.query.get("timeout")
     if url.get_backend_name() == "sqlite" and timeout is not None:
         try:

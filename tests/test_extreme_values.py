@@ -1,0 +1,145 @@
+"""Values near the float maximum (a diverged run at 1.8e308): every statistic of a window stays finite
+where it is, and every command that reads such a history judges or reports it (never exit 70)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_cli
+
+from gatecfg import moments
+from gatecfg.band import band
+from gatecfg.budget import decide
+from gatecfg.models import Constraint
+
+BIG = 1.7976931348623157e308
+TEST = "t.py"
+
+
+def _scaled(values: list[float]) -> list[float]:
+    """The values times 2**-600 (exact): within the range where the statistics module's arithmetic holds."""
+    return [math.ldexp(v, -600) for v in values]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[BIG, BIG, BIG * 0.99], [BIG, -BIG * 0.5, BIG], [1e308] * 20, [-BIG, -BIG]],
+    ids=["near-max", "mixed-signs", "identical-1e308", "negative-max"],
+)
+def test_mean_median_and_spread_stay_finite_at_the_float_maximum(values: list[float]) -> None:
+    small = _scaled(values)
+    assert moments.mean(values) == pytest.approx(math.ldexp(statistics.fmean(small), 600), rel=1e-15)
+    assert moments.median(values) == math.ldexp(statistics.median(small), 600)
+    assert moments.stdev(values) == pytest.approx(math.ldexp(statistics.stdev(small), 600), rel=1e-12)
+
+
+def test_a_spread_beyond_the_float_range_is_infinite() -> None:
+    assert moments.stdev([BIG, -BIG]) == math.inf
+
+
+def test_moments_agree_with_statistics_in_the_usual_range() -> None:
+    rng = random.Random(4)
+    values = [rng.gauss(3.0, 0.5) for _ in range(30)]
+    assert moments.mean(values) == statistics.fmean(values)
+    assert moments.median(values) == statistics.median(values)
+    assert moments.stdev(values) == pytest.approx(statistics.stdev(values), rel=1e-14)
+
+
+def test_a_band_over_nights_at_the_maximum_is_finite_or_open() -> None:
+    history = [BIG * (1 - k * 1e-3) for k in range(10)]
+    current = band(Constraint(sigma_up=3.0, sigma_down=3.0), history)
+    assert current.lo == pytest.approx(moments.mean(history) - 3 * moments.stdev(history), rel=1e-11)
+    assert current.hi is None  # beyond the float maximum: nothing finite lies above it
+    assert current.contains(history[3])
+    assert not current.contains(BIG * 0.9)
+
+
+def test_the_budget_rule_judges_a_window_at_1e308_as_it_judges_the_same_window_at_1() -> None:
+    rng = np.random.default_rng(7)
+    history = 1.0 + 0.01 * rng.standard_normal((5, 20))
+    tonight = 1.0 + 0.01 * rng.standard_normal(5)
+    tonight[2] += 0.2  # one step regressed
+    usual = decide(tonight, history, direction="both", alpha=0.01)
+    scale = 2.0**1020  # 1e307: squares far beyond the float range
+    huge = decide(tonight * scale, history * scale, direction="both", alpha=0.01)
+    assert huge.failing.tolist() == usual.failing.tolist() == [False, False, True, False, False]
+    assert huge.distance == usual.distance
+    assert huge.lo is not None
+    assert usual.lo is not None
+    assert (huge.lo / scale).tolist() == usual.lo.tolist()
+    assert (huge.loc / scale).tolist() == usual.loc.tolist()
+
+
+BASE = """\
+version: 1
+defaults:
+  m/band:
+    steps: last
+    constraint: {rel_up: 0.5, rel_down: 0.5}
+  m/sigma:
+    steps: last
+    constraint: {sigma_up: 3, sigma_down: 3}
+  m/budget:
+    steps: last
+    constraint: {budget: both}
+policy:
+  window: 20
+  min_history: 1
+"""
+
+
+@pytest.fixture
+def huge_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A store of 30 trusted nights at the float maximum, imported; the working directory holds the gates."""
+    monkeypatch.chdir(tmp_path)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text(BASE, encoding="utf-8")
+    body = "".join(f"  m/{name}:\n    enforce: true\n" for name in ("band", "sigma", "budget"))
+    (gates / "t.yaml").write_text(f"test: {TEST}\ngates:\n{body}", encoding="utf-8")
+    rng = random.Random(2)
+    rows = ["run_id,date,commit,trusted,m/band,m/sigma,m/budget"]
+    for i in range(30):
+        v = BIG if i % 3 == 0 else BIG * (1 - rng.random() * 0.01)
+        rows.append(f"r{i},2024-01-{i // 2 + 1:02d}T{i % 2:02d}:00:00,c{i},true,{v!r},{v!r},{v!r}")
+    (tmp_path / "nights.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    result = run_cli("import", "--test", TEST, "--db", db, "nights.csv")
+    assert result.code == 0, result.err
+    return db
+
+
+def test_evaluate_judges_a_usual_night_at_the_maximum(huge_history: str, tmp_path: Path) -> None:
+    record = tmp_path / "run.jsonl"
+    metrics = {f"m/{name}": [[0, BIG * 0.995]] for name in ("band", "sigma", "budget")}
+    record.write_text(json.dumps(metrics) + "\n", encoding="utf-8")
+    args = ("evaluate", "--test", TEST, "--record", record, "--db", huge_history, "--format", "json")
+    for written in ((), ("--write", "--run-id", "tonight")):
+        result = run_cli(*args, *written)
+        report = json.loads(result.out)
+        statuses = {v["metric"]: v["status"] for v in report["verdicts"]}
+        assert statuses == {"m/band": "pass", "m/sigma": "pass", "m/budget": "pass"}, report
+        assert result.code == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("regimes", "--test", TEST, "--all"),
+        ("regimes", "--test", TEST, "--metric", "m/sigma", "--format", "json"),
+        ("rebaseline", "--test", TEST, "--metric", "m/band"),
+        ("backtest", "--test", TEST),
+        ("report", "--html", "out"),
+        ("history", "--test", TEST, "--metric", "m/budget"),
+    ],
+    ids=lambda c: "-".join(c[:1] + c[-1:]),
+)
+def test_every_reader_of_the_history_handles_the_maximum(huge_history: str, command: tuple[str, ...]) -> None:
+    result = run_cli(*command, "--db", huge_history)
+    assert result.code == 0, result.err

@@ -1,0 +1,94 @@
+"""What a record reader refuses before it judges: files that are not regular or cannot be read, and
+inputs whose shape would make the reading slow; each an exit 2 naming the file."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+TEST = "t.py"
+GATES = "test: t.py\ngates:\n  loss:\n    steps: last\n    constraint: {rel_up: 0.5}\n    enforce: true\n"
+BASE = "version: 1\ndefaults: {}\npolicy: {window: 20}\n"
+
+
+@pytest.fixture
+def gates(tmp_path: Path) -> Path:
+    root = tmp_path / "gates"
+    root.mkdir()
+    (root / "base.yaml").write_text(BASE, encoding="utf-8")
+    (root / "t.yaml").write_text(GATES, encoding="utf-8")
+    return root
+
+
+def _evaluate(gates: Path, record: str | Path, tmp_path: Path) -> tuple[int, str]:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    result = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db)
+    return result.code, result.err.strip().split("\n")[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux's /proc")
+def test_a_regular_file_that_cannot_be_read_is_exit_2_naming_it(gates: Path, tmp_path: Path) -> None:
+    code, first = _evaluate(gates, "/proc/self/mem", tmp_path)
+    assert (code, first) == (2, "/proc/self/mem: error: cannot read the record file: Input/output error")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
+def test_a_record_that_is_no_regular_file_is_exit_2_naming_it(gates: Path, tmp_path: Path, kind: str) -> None:
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")
+    code, first = _evaluate(gates, path, tmp_path)
+    assert code == 2
+    assert first.startswith(f"{path}: error: ")
+
+
+def test_a_wide_wandb_header_over_short_rows_reads_in_time_proportional_to_its_size(
+    gates: Path, tmp_path: Path
+) -> None:
+    # 200,000 columns above 3,000 rows of one cell each (1.5 MB): csv.DictReader filled every missing cell
+    # of every row (6e8 cells) and checked the header for duplicates pairwise; `evaluate` ran for minutes.
+    header = "_step,loss," + ",".join(f"m{i}" for i in range(200_000))
+    path = tmp_path / "history.csv"
+    path.write_text(header + "\n" + "".join(f"{i},1.0\n" for i in range(3000)), encoding="utf-8")
+    started = time.monotonic()
+    code, first = _evaluate(gates, path, tmp_path)
+    assert time.monotonic() - started < 30  # the issue's bound: a few seconds per megabyte, widely
+    assert code == 3, first  # read and judged; the store does not exist yet
+    assert "no history store" in first
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("loss,acc\n0.1,0.2\n",
+         "PATH:1: error: _step: is a CSV whose header has no `_step` column (it starts loss, acc)"),
+        ("_step,loss\r0,1.0\r0,2.0\r", "PATH:3: error: loss: step 0 is logged twice, first at PATH:2"),
+        ("_step,loss\n0," + "[" * 100_000 + "\n",
+         'PATH:2: error: loss: step 0 (the last logged step) is "[[[['),
+    ],
+    ids=["no-step-column", "carriage-returns", "nested-cell"],
+)  # fmt: skip
+def test_a_csv_is_read_and_reported_as_the_csv_it_is(
+    gates: Path, tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "history.csv"
+    path.write_bytes(content.encode())
+    code, first = _evaluate(gates, path, tmp_path)
+    assert code == 2
+    assert first.startswith(expected.replace("PATH", str(path)))
+
+
+def test_a_wandb_header_longer_than_the_sniffed_head_is_still_a_csv(gates: Path, tmp_path: Path) -> None:
+    header = ",".join(f"_meta{i}" for i in range(2000)) + ",_step,loss"  # `_step` beyond byte 4,096
+    path = tmp_path / "history.csv"
+    path.write_text(header + "\n" + "," * 2000 + "0,1.0\n" + "," * 2000 + "0,2.0\n", encoding="utf-8")
+    code, first = _evaluate(gates, path, tmp_path)
+    assert (code, first) == (2, f"{path}:3: error: loss: step 0 is logged twice, first at {path}:2")
