@@ -129,12 +129,13 @@ class RunReport:
 
         return document(self)
 
-    def render(self, fmt: str = "text", *, verbose: bool = False) -> str:
+    def render(self, fmt: str = "text", *, verbose: bool = False, width: int | None = None) -> str:
         """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github;
-        `verbose`: the text report's tables of steps and gates too."""
+        `verbose`: the text report's tables of steps and gates too; `width`: wrap the text report to that
+        many columns (by default a line is never wrapped)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(FORMATS)}")
-        return render(self, fmt, verbose=verbose)
+        return render(self, fmt, verbose=verbose, width=width)
 
     def counts(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -143,7 +144,7 @@ class RunReport:
         return total
 
 
-def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
+def render(report: RunReport, fmt: str, *, verbose: bool = False, width: int | None = None) -> str:
     if fmt == "json":
         from gatecfg.report.as_json import render_json
 
@@ -162,4 +163,4 @@ def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
         return render_github(report)
     from gatecfg.report.text import render_text
 
-    return render_text(report, verbose=verbose)
+    return render_text(report, verbose=verbose, width=width)

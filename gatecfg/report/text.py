@@ -1,6 +1,7 @@
-"""The terminal report, as a CI log shows it: the run, one line per failing or re-keyed gate (why it fails,
-wrapped to the terminal), and the verdict of the run with the failures noise alone would produce. With
-`--verbose`, the steps that need attention and every gate as tables too."""
+"""The terminal report, as a CI log shows it: the run, one line per failing or re-keyed gate (why it fails;
+wrapped only when a width is given, as the CLI gives a terminal's), and the verdict of the run with the
+failures noise alone would produce. With `--verbose`, the steps that need attention and every gate as tables
+too."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def _pct(v: Verdict) -> str:
     return "" if pct is None else f"{pct:+.1f}%"
 
 
-def render_text(report: RunReport, *, verbose: bool = False) -> str:
-    out = TextReport()
+def render_text(report: RunReport, *, verbose: bool = False, width: int | None = None) -> str:
+    """The text report; `width`: wrap lines and fit tables to that many columns (None: never wrap)."""
+    out = TextReport(width)
     run = report.run
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
     out.line(
@@ -43,7 +45,7 @@ def render_text(report: RunReport, *, verbose: bool = False) -> str:
         _details(out, report)
     for result in report.results:
         if result.why is not None:
-            # One line per failing gate, wrapped at spaces: a person greps for its first words in a CI log.
+            # One line per failing gate: a person greps a CI log for its first words and gets the whole line.
             gate = result.gate
             out.line(
                 terminal(
@@ -64,7 +66,7 @@ def _details(out: TextReport, report: RunReport) -> None:
     attention = _attention(report.results)
     if attention:
         # A line per step (or per steps that share a reason), not a table: a reason is a sentence, which a
-        # table column at 80 characters would cut into a word per line.
+        # table column on an 80-column terminal would cut into a word per line.
         out.line("needs attention:")
         for result, shown, more in attention:
             metric = terminal(result.gate.metric)
