@@ -27,7 +27,7 @@ from gatecfg.band import (
 from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import Selected, Selection, step_ranges
+from gatecfg.select import METRIC_MISSING, Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
 
@@ -418,6 +418,8 @@ class GateVerdicts(Sequence[Verdict]):
             return f"the run stopped early or lost steps: {self.missing_text()}"
         if self.counts["error"]:
             first = next(self.where("error"))
+            if first.logged_step is None and first.reason.startswith(METRIC_MISSING):
+                return first.reason  # no step was logged, so none is named (nor `last` for `steps: all`)
             errors = self.counts["error"]
             return f"{errors} step{'s' * (errors != 1)} without a usable value; step {step_name(first)}: " + (
                 first.reason

@@ -188,5 +188,6 @@ def _noise(report: RunReport) -> dict[str, Any]:
         "failed": noise.failed,
         "expected": noise.expected,
         "uncounted": noise.uncounted,
+        "statuses": dict(noise.statuses),
         "line": noise.line(),
     }

@@ -10,14 +10,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gatecfg.escape import terminal
-from gatecfg.report.labels import Noise, role, step_label
+from gatecfg.report.labels import Noise, role, step_label, step_reason
 from gatecfg.terminal import TextReport
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
+from gatecfg.wording import plural
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
 
 DETAIL_ROWS_PER_GATE = 10
+TOLERATED_SHOWN = 3  # tolerated steps a gate's TOLERATED line gives in full
 
 
 def _pct(v: Verdict) -> str:
@@ -50,6 +52,17 @@ def render_text(report: RunReport, *, verbose: bool = False, width: int | None =
             out.line(
                 terminal(
                     f"{role(result).upper()} FAIL {gate.metric} ({gate.file}:{gate.line}): {result.why}"
+                ),
+                indent=2,
+            )
+    for result in report.results:
+        if result.tolerated:
+            # Named without --verbose: a tolerated x1000 step is worth a look even when the job passes.
+            gate = result.gate
+            out.line(
+                terminal(
+                    f"{role(result).upper()} TOLERATED {gate.metric} ({gate.file}:{gate.line}): "
+                    f"{_tolerated(result)}"
                 ),
                 indent=2,
             )
@@ -140,12 +153,29 @@ def _spread(result: GateVerdicts) -> str:
     return ", ".join(f"{n} {status}" for status, n in ordered if n)
 
 
+def _tolerated(result: GateVerdicts) -> str:
+    """`2 of 10 steps failing, within `tolerate: 2`; step 3: 9 vs mean 1 ..., beyond the band's edge 1.5
+    by 7.5; step 7: ...`: each tolerated step and how far beyond its band, the first few in full."""
+    failing = list(result.where("fail"))
+    shown = "; ".join(f"step {step_label(v)}: {step_reason(v)}" for v in failing[:TOLERATED_SHOWN])
+    more = len(failing) - TOLERATED_SHOWN
+    if more > 0:
+        shown += f"; and {plural(more, 'more step')} (the JSON report lists every step)"
+    return (
+        f"{result.failing} of {plural(result.judged, 'step')} failing, within `tolerate: "
+        f"{result.gate.tolerate}`; {shown}"
+    )
+
+
 def _verdict_line(report: RunReport) -> str:
+    """The run's outcome, gates counted as gates and steps as steps: `exit 1 · 1 of 2 gates failed (1
+    error); ... · 1 enforced gate failing · 0 shadow gates failing · 3 steps cold · ...`."""
     results = report.results
-    enforced = sum(r.blocking for r in results if r.enforced)
-    shadow = sum(r.blocking for r in results if r.gate.gated and not r.enforced)
+    gated = [r for r in results if r.gate.gated]
+    enforced = sum(r.blocking > 0 for r in gated if r.enforced)
+    shadow = sum(r.blocking > 0 for r in gated if not r.enforced)
     cold = sum(r.counts["cold"] for r in results)
-    tolerated = sum(r.failing for r in results if r.tolerated)
+    tolerated = [r for r in gated if r.tolerated]
     run = report.run
     if run.already_stored:
         stored = f"run {run.run_id} was already stored: nothing written"
@@ -162,8 +192,12 @@ def _verdict_line(report: RunReport) -> str:
         )
     else:
         stored = "not written (pass --write on nightlies)"
-    within = f"{tolerated} failing within tolerate · " if tolerated else ""
+    within = ""
+    if tolerated:
+        steps = sum(r.failing for r in tolerated)
+        within = f"{plural(len(tolerated), 'gate')} within tolerate ({plural(steps, 'failing step')}) · "
     return (
-        f"result: exit {report.exit_code} · {Noise.of(results).line()} · {enforced} enforced failing · "
-        f"{shadow} shadow failing · {within}{cold} cold · {stored}"
+        f"result: exit {report.exit_code} · {Noise.of(results).line()} · "
+        f"{plural(enforced, 'enforced gate')} failing · {plural(shadow, 'shadow gate')} failing · "
+        f"{within}{plural(cold, 'step')} cold · {stored}"
     )
