@@ -10,6 +10,7 @@ from gatecfg.errors import InputError
 from gatecfg.settings import db_url
 
 EXAMPLE_TEST = "tests/e2e/test_example_ci.py"
+CI_SYSTEMS = ("github", "gitlab")  # gatecfg.commands.init writes a file for each
 
 
 def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
@@ -32,9 +33,30 @@ def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--write-ci",
         action="store_true",
-        help="also write .github/workflows/gatecfg.yml and, when there is none, .pre-commit-config.yaml "
-        "(default: print them)",
+        help="also write the CI files (--ci) and, when there is none, .pre-commit-config.yaml (default: "
+        "print them); in a repository with its base file already, add the CI files that are missing",
     )
+    p.add_argument(
+        "--ci",
+        action="append",
+        choices=CI_SYSTEMS,
+        help="--write-ci: the CI to write for, repeatable: github (.github/workflows/gatecfg.yml) or gitlab "
+        "(.gitlab/ci/gatecfg.yml, included from .gitlab-ci.yml) (default: github)",
+    )
+    p.add_argument(
+        "--install",
+        metavar="SPEC",
+        help="how CI installs gatecfg: a git URL pinned to a commit or tag "
+        "(git+https://github.com/ORG/gatecfg@COMMIT), a wheel URL or a requirement (default: where this "
+        "gatecfg was installed from)",
+    )
+    p.add_argument(
+        "--pre-commit-repo",
+        metavar="URL",
+        help="the pre-commit entry's remote repository, with --pre-commit-rev (default: a `repo: local` "
+        "hook over the installed gatecfg)",
+    )
+    p.add_argument("--pre-commit-rev", metavar="REV", help="the tag or commit of --pre-commit-repo")
 
     p = add(
         sub,
@@ -72,9 +94,24 @@ def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from gatecfg.commands.init import init_command
+    from gatecfg.commands.init import PreCommitRemote, init_command
 
-    return init_command(gates=args.gates, test=args.test, write_ci=args.write_ci)
+    if (args.pre_commit_repo is None) != (args.pre_commit_rev is None):
+        raise InputError.at(
+            "--pre-commit-repo" if args.pre_commit_rev is None else "--pre-commit-rev",
+            "--pre-commit-repo and --pre-commit-rev go together: a remote hook is pinned to a tag or commit",
+        )
+    remote = (
+        None if args.pre_commit_repo is None else PreCommitRemote(args.pre_commit_repo, args.pre_commit_rev)
+    )
+    return init_command(
+        gates=args.gates,
+        test=args.test,
+        write_ci=args.write_ci,
+        ci=tuple(dict.fromkeys(args.ci or ["github"])),
+        install=args.install,
+        pre_commit_remote=remote,
+    )
 
 
 def _completion(args: argparse.Namespace) -> int:
