@@ -30,6 +30,7 @@ from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import METRIC_MISSING, Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
+from gatecfg.wording import plural as counted
 
 Status = Literal["pass", "fail", "tracked", "cold", "error", "missing"]
 # Reports list the statuses a reader must act on first. `missing` is a gate's: steps its baseline holds
@@ -420,10 +421,8 @@ class GateVerdicts(Sequence[Verdict]):
             first = next(self.where("error"))
             if first.logged_step is None and first.reason.startswith(METRIC_MISSING):
                 return first.reason  # no step was logged, so none is named (nor `last` for `steps: all`)
-            errors = self.counts["error"]
-            return f"{errors} step{'s' * (errors != 1)} without a usable value; step {step_name(first)}: " + (
-                first.reason
-            )
+            errors = counted(self.counts["error"], "step")
+            return f"{errors} without a usable value; step {step_name(first)}: {first.reason}"
         if self.ruled is not None and self.ruled.decision is not None and self.ruled.decision.fired:
             return self.ruled.why(self.gate, self.selection)
         failing = list(self.where("fail"))

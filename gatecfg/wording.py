@@ -36,9 +36,10 @@ def near_matches(name: str, candidates: Iterable[str], *, n: int = NEAR_MATCHES)
     return (same_case + close)[:n]
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
-    """`did you mean `train/ppo_KL`?` (or `one of `a`, `b`?`) when a candidate is near `name`, else None."""
-    found = near_matches(name, candidates)
+def did_you_mean(name: str, candidates: Iterable[str], *, n: int = 1) -> str | None:
+    """`did you mean `train/ppo_KL`?` (with `n` > 1, `one of `a`, `b`?` when several are near) when a
+    candidate is near `name`, else None."""
+    found = near_matches(name, candidates, n=n)
     if not found:
         return None
     if len(found) == 1:

@@ -236,6 +236,32 @@ def test_missing_gate_file_is_exit_2_naming_the_gates_searched(tmp_path: Path, d
     assert TEST in result.err
 
 
+@pytest.mark.parametrize("spelling", ["./", "absolute", "detour"])
+def test_a_test_path_spelled_another_way_is_the_declared_test(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    gates = write_gates(tmp_path)
+    record = write_record(tmp_path / "n.jsonl", FOUR_STEPS)
+    monkeypatch.chdir(tmp_path)
+    given = {"./": f"./{TEST}", "absolute": str(tmp_path / TEST), "detour": f"tests/../{TEST}"}[spelling]
+    code, report = evaluate_json(gates, record, db, "--write", "--run-id", "n1", "--test", given)  # last wins
+    assert code == 0
+    assert report["test"] == TEST  # stored under the declared name: one series, whatever the spelling
+    history = run_cli(
+        "history", "--test", TEST, "--metric", "rollout/raw_reward", "--db", db, "--format", "json"
+    )
+    assert len(json.loads(history.out)) == 4
+
+
+def test_an_unknown_test_names_the_declared_test_near_it(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    record = write_record(tmp_path / "pr.jsonl", FOUR_STEPS)
+    typo = TEST.replace("reward", "rewrd")
+    result = run_cli("evaluate", "--gates", gates, "--test", typo, "--record", record, "--db", db)
+    assert result.code == 2
+    assert f"no gate file declares `test: {typo}`; did you mean `{TEST}`?" in result.err
+
+
 def test_malformed_record_is_exit_2_with_file_and_line(tmp_path: Path, db: str) -> None:
     gates = write_gates(tmp_path)
     bad = tmp_path / "bad.jsonl"

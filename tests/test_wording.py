@@ -31,7 +31,7 @@ def test_a_typo_is_matched_without_case() -> None:
 
 
 def test_several_near_names_are_offered_best_first() -> None:
-    hint = did_you_mean("nightly-1", ["nightly-10", "nightly-11", "weekly-3"])
+    hint = did_you_mean("nightly-1", ["nightly-10", "nightly-11", "weekly-3"], n=3)
     assert hint == "did you mean one of `nightly-10`, `nightly-11`?"
 
 
