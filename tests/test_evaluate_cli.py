@@ -195,6 +195,39 @@ def test_untrust_by_commit_removes_runs_from_the_baseline(tmp_path: Path, db: st
     assert "0 now untrusted, 1 already untrusted" in again.out
 
 
+@pytest.mark.parametrize(
+    ("selector", "near"),
+    [
+        pytest.param(
+            ("--commit", "c1"), "did you mean `c10` or `c11` or `c12`? (give the full commit)", id="prefix"
+        ),
+        pytest.param(("--run-id", "nigth-03"), "did you mean one of `night-03`, ", id="run-id"),
+        pytest.param(
+            ("--ci-run-id", "nope"), "20 stored runs; `gatecfg history` lists them", id="nothing-near"
+        ),
+    ],
+)
+def test_trust_of_a_run_nothing_matches_is_exit_2_with_the_near_matches(
+    tmp_path: Path, db: str, selector: tuple[str, str], near: str
+) -> None:
+    gates = write_gates(tmp_path)
+    seed_nightlies(tmp_path, gates, db)
+    for command in ("trust", "untrust"):
+        result = run_cli(command, *selector, "--db", db)
+        assert result.code == 2
+        assert f"{selector[0]}: error: no stored run has {' '.join(selector)}: nothing changed" in result.err
+        assert near in result.err
+
+
+def test_trust_of_a_metric_no_run_holds_names_the_stored_metric(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    seed_nightlies(tmp_path, gates, db)
+    result = run_cli("untrust", "--run-id", "night-03", "--metric", "rollout/raw_rewad", "--db", db)
+    assert result.code == 2
+    assert "--metric: error: no stored run with --run-id night-03 holds rollout/raw_rewad" in result.err
+    assert "hint: did you mean `rollout/raw_reward`?" in result.err
+
+
 def test_cold_coordinate_never_fails(tmp_path: Path, db: str) -> None:
     gates = write_gates(tmp_path, "  rollout/raw_reward:\n    enforce: true\n")
     record = write_record(tmp_path / "pr.jsonl", {"rollout/raw_reward": [(0, 0.0), (1, 0.0)]})
