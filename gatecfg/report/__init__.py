@@ -66,11 +66,12 @@ class Changes:
 
     @classmethod
     def of(cls, newest: RunInfo, *, commit: str | None, meta: Mapping[str, str]) -> Changes:
-        keys = sorted(set(newest.meta) | set(meta))
+        """Only the keys tonight's run gives: a key it does not give is unknown tonight, not removed (a
+        pull request's run passes no `--meta image=...`), so it is never `image 26.04 -> (none)`."""
         differ = tuple(
-            (key, newest.meta.get(key), meta.get(key))
-            for key in keys
-            if newest.meta.get(key) != meta.get(key)
+            (key, newest.meta.get(key), meta[key])
+            for key in sorted(meta)
+            if newest.meta.get(key) != meta[key]
         )
         return cls(newest.run_id, newest.commit, commit, differ)
 
