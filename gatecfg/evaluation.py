@@ -15,6 +15,7 @@ from pathlib import Path
 from gatecfg import __version__
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.following import follow
+from gatecfg.gitrev import head_commit
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -66,6 +67,8 @@ def run_evaluation(req: Request) -> RunReport:
     origin = provenance(
         test=test, run_id=req.run_id, commit=req.commit, branch=req.branch, url=req.url, meta=req.meta
     )
+    if origin.commit is None:  # neither --commit nor a CI: a local run, made on the checked-out commit
+        origin = dataclasses.replace(origin, commit=head_commit(req.gates))
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:

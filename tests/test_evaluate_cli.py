@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from helpers import run_cli
+from rekey_helpers import git
 
 TEST = "tests/e2e/test_reward_ci.py"
 BASE = """\
@@ -293,6 +294,24 @@ def test_an_unknown_test_names_the_declared_test_near_it(tmp_path: Path, db: str
     result = run_cli("evaluate", "--gates", gates, "--test", typo, "--record", record, "--db", db)
     assert result.code == 2
     assert f"no gate file declares `test: {typo}`; did you mean `{TEST}`?" in result.err
+
+
+def test_a_local_run_takes_its_commit_from_git(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("GITHUB_SHA", "CI_COMMIT_SHA", "GIT_COMMIT"):
+        monkeypatch.delenv(variable, raising=False)
+    gates = write_gates(tmp_path)
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "gates")
+    head = git(tmp_path, "rev-parse", "HEAD").strip()
+    record = write_record(tmp_path / "n.jsonl", FOUR_STEPS)
+    code, report = evaluate_json(gates, record, db, "--write", "--run-id", "local-1")
+    assert code == 0
+    assert report["run"]["commit"] == head  # type: ignore[index]
+    code, given = evaluate_json(gates, record, db, "--commit", "abc123")
+    assert given["run"]["commit"] == "abc123"  # type: ignore[index]  # the flag wins
 
 
 def test_malformed_record_is_exit_2_with_file_and_line(tmp_path: Path, db: str) -> None:
