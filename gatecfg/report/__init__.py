@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 # The labels every format shows, re-exported: the renderers import them from `labels`, not from here, so
 # that the package (which imports its renderers on first use) is not imported back by them.
-from gatecfg.report.labels import band_label, role, step_label, step_reason
+from gatecfg.report.labels import Noise, band_label, role, step_label, step_reason
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
@@ -118,6 +118,12 @@ class RunReport:
     stale: Sequence[Stale] = field(default_factory=tuple)  # baselines that took no value for N nightlies
     # What changed since the baseline's newest run, when a gate fails (and a baseline run exists).
     changes: Changes | None = None
+
+    def __repr__(self) -> str:
+        """`<RunReport tests/e2e/x.py run n1: exit 1, 1 of 2 gates failed (1 error)>`: what a REPL or a log
+        line needs, not every verdict (`render()` and `to_dict()` give those)."""
+        failed = Noise.of(self.results).line().split(";")[0]
+        return f"<RunReport {self.test} run {self.run.run_id}: exit {self.exit_code}, {failed}>"
 
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:
