@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option
+from gatecfg.cli_args import Parser, SubParsers, add, db_option, gates_option
 from gatecfg.errors import InputError
 from gatecfg.settings import db_url
 
@@ -74,22 +74,51 @@ def add_setup(sub: SubParsers, root: argparse.ArgumentParser) -> None:
         "Manage the history store: apply its migrations, show what it holds, copy it to another store.",
         "gatecfg db upgrade --db postgresql+psycopg://...\n  gatecfg db status\n"
         "  gatecfg db copy --from sqlite:///.gatecfg/history.db --to postgresql+psycopg://ci@db/gatecfg",
-        _db,
+        _db_status,
     )
+    # An action of its own per verb, so that `gatecfg db copy --help` is copy's help.
+    actions = p.add_subparsers(
+        title="actions",
+        dest="action",
+        metavar="ACTION",
+        parser_class=Parser,
+        required=True,
+        help="upgrade: apply the store's migrations; status: schema revision, runs, values, size; copy: "
+        "every table from --from into --to",
+    )
+    db_option(
+        add(
+            actions,
+            "upgrade",
+            "Apply the store's migrations (PostgreSQL needs this once per release); says what it did.",
+            "gatecfg db upgrade --db postgresql+psycopg://ci@db/gatecfg",
+            _db_upgrade,
+        )
+    )
+    db_option(
+        add(
+            actions,
+            "status",
+            "Show the store's schema revision, runs, values and size.",
+            "gatecfg db status --db sqlite:///.gatecfg/history.db",
+            _db_status,
+        )
+    )
+    p = add(
+        actions,
+        "copy",
+        "Copy every table from --from into --to (one transaction, counts checked): SQLite <-> PostgreSQL.",
+        "gatecfg db copy --from sqlite:///.gatecfg/history.db --to postgresql+psycopg://ci@db/gatecfg",
+        _db_copy,
+    )
+    p.add_argument("--from", dest="from_url", metavar="URL", required=True, help="the store to read")
     p.add_argument(
-        "action",
-        choices=["upgrade", "status", "copy"],
-        help="upgrade: apply the store's migrations; status: schema revision, runs, values, size; "
-        "copy: every table from --from into --to (one transaction, counts checked)",
+        "--to", dest="to_url", metavar="URL", required=True, help="the store to write (created if SQLite)"
     )
-    db_option(p)
-    p.add_argument("--from", dest="from_url", metavar="URL", help="copy: the store to read")
-    p.add_argument("--to", dest="to_url", metavar="URL", help="copy: the store to write (created if SQLite)")
     p.add_argument(
         "--replace",
         action="store_true",
-        help="copy: delete the target's rows first, in the copy's transaction (default: refuse a non-empty "
-        "target)",
+        help="delete the target's rows first, in the copy's transaction (default: refuse a non-empty target)",
     )
 
 
@@ -121,21 +150,19 @@ def _completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def _db(args: argparse.Namespace) -> int:
+def _db_upgrade(args: argparse.Namespace) -> int:
     from gatecfg.commands import db
 
-    if args.action != "copy":
-        for flag, value in (("--from", args.from_url), ("--to", args.to_url), ("--replace", args.replace)):
-            if value:
-                raise InputError.at(
-                    flag, f"only means something with `gatecfg db copy`, not `db {args.action}`"
-                )
-        return db.upgrade(db=db_url(args.db)) if args.action == "upgrade" else db.status(db=db_url(args.db))
-    missing = [flag for flag, value in (("--from", args.from_url), ("--to", args.to_url)) if not value]
-    if missing or args.db:
-        raise InputError.at(
-            "gatecfg db copy",
-            f"copy needs {' and '.join(missing)}" if missing else "copy takes --from and --to, not --db",
-            hint="e.g. gatecfg db copy --from sqlite:///.gatecfg/history.db --to postgresql+psycopg://...",
-        )
+    return db.upgrade(db=db_url(args.db))
+
+
+def _db_status(args: argparse.Namespace) -> int:
+    from gatecfg.commands import db
+
+    return db.status(db=db_url(args.db))
+
+
+def _db_copy(args: argparse.Namespace) -> int:
+    from gatecfg.commands import db
+
     return db.copy(source=db_url(args.from_url), target=db_url(args.to_url), replace=args.replace)
