@@ -1,6 +1,7 @@
 """Inheritance: load a gate tree, resolve each gate against its base files, and say where literals came from.
 
-Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks each adjacent pair):
+Precedence, highest first (docs/gate-language.md, "Inheritance precedence"; tests/test_resolve.py checks
+each adjacent pair):
 
 1. a field written in the gate file, including an explicit `null` (`constraint: null`, `limits: null`);
 2. `defaults.<metric>.<field>` in the nearest `base.yaml` (the gate file's folder, then each parent

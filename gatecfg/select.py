@@ -1,4 +1,5 @@
-"""Step selection (SPEC §3, §4): which of a metric's logged points a gate stores and judges, at which step."""
+"""Step selection (docs/evaluate.md): which of a metric's logged points a gate stores and judges, at which
+step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stable JSON report of SPEC §6 (documented in docs/report-json.md)."""
+"""The stable JSON report (`--format json`; docs/evaluate.md, "The JSON report (stable)")."""
 
 from __future__ import annotations
 
