@@ -122,3 +122,12 @@ def test_a_passing_run_names_no_tolerated_gate(tmp_path: Path, db: str, seeded: 
     assert code == 0
     assert "TOLERATED" not in out
     assert "within tolerate" not in out
+
+
+def test_junit_counts_one_tolerated_step_in_the_singular(tmp_path: Path, db: str) -> None:
+    gates = gates_with(tmp_path, "  train/grad_norm:\n    enforce: true\n    tolerate: 1\n")
+    evaluate(gates, record(tmp_path / "night.jsonl", NIGHT), db, "--write", "--run-id", "night-1")
+    rec = record(tmp_path / "pr.jsonl", {"train/grad_norm": [2000.0, 2.1, 2.0]})
+    code, junit = evaluate(gates, rec, db, "--format", "junit")
+    assert code == 0
+    assert "TOLERATED: 1 failing step within `tolerate: 1`" in junit
