@@ -1,4 +1,4 @@
-"""The band arithmetic of SPEC §4, pure: reference, spread, band edges, and absolute limits.
+"""The band arithmetic (docs/evaluate.md), pure: reference, spread, band edges, and absolute limits.
 
 Band edges are rounded to 12 significant digits before they are compared or shown, so the number
 a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4175, not
@@ -102,7 +102,7 @@ class Band:
 
 
 def reference(values: Sequence[float], how: Reference = "mean") -> float:
-    """The mean (SPEC §4) or, with `policy.reference: median`, the median of the window."""
+    """The mean (docs/evaluate.md) or, with `policy.reference: median`, the median of the window."""
     return tidy(moments.median(values) if how == "median" else moments.mean(values))
 
 

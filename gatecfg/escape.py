@@ -57,6 +57,23 @@ def github_property(text: str) -> str:
     return github_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+_QUOTED_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_QUOTED_SPECIAL = re.compile('[\\\\"' + _INVISIBLE.pattern[1:-1] + "]")
+
+
+def quoted(text: str) -> str:
+    """`text` as a double-quoted string literal that YAML (1.1 and 1.2) and TOML both read back as `text`
+    (`init` writes every name it was given through this, into gate files, workflows and settings): `\\`
+    and `"` escaped, every control, line separator or bidirectional override as `\\uXXXX`, so no value
+    ends the scalar, starts a key, an anchor, a tag or a comment, or hides what it says."""
+
+    def escape(found: re.Match[str]) -> str:
+        char = found.group()
+        return _QUOTED_ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+    return '"' + _QUOTED_SPECIAL.sub(escape, text) + '"'
+
+
 def markdown_code(text: str) -> str:
     """`text` as one inline code span, whatever backticks, pipes or newlines it holds (CommonMark: a
     fence longer than any run of backticks inside, padded with a space when the text starts or ends

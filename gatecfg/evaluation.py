@@ -16,6 +16,7 @@ from gatecfg import __version__
 from gatecfg.ci import CiJob, ci_job
 from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.following import Following, follow
+from gatecfg.gitrev import head_commit
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
 from gatecfg.records import Metrics, read_metrics
@@ -58,6 +59,7 @@ def run_evaluation(req: Request) -> RunReport:
     # opens no store.
     resolved = load_tree(req.gates).test(test)
     job = ci_job()  # read once: the branch the policy judges is the branch stored
+    test = resolved.test  # as declared: `./tests/x.py` and an absolute path store the same series
     if req.write:
         check_write_policy(resolved, override, job)
     record = read_metrics(req.records)
@@ -75,6 +77,8 @@ def run_evaluation(req: Request) -> RunReport:
         meta=req.meta,
         job=job,
     )
+    if origin.commit is None:  # neither --commit nor a CI: a local run, made on the checked-out commit
+        origin = dataclasses.replace(origin, commit=head_commit(req.gates))
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:

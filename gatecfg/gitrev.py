@@ -42,6 +42,15 @@ def commit_of(rev: str, gates: Path) -> str:
     return _commit(rev, repo_top(gates))
 
 
+def head_commit(gates: Path) -> str | None:
+    """The commit checked out in the repository that holds `gates`: what a run made outside CI (which
+    names its commit) was made on. None outside a repository, before its first commit, or without git."""
+    try:
+        return commit_of("HEAD", gates)
+    except InputError:
+        return None
+
+
 def _repo_top(start: Path) -> Path:
     done = _git(["rev-parse", "--show-toplevel"], start)
     if done.returncode != 0:

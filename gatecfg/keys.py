@@ -1,4 +1,4 @@
-"""Canonical keys: the one place that decides what identifies a stored value (SPEC §4).
+"""Canonical keys: the one place that decides what identifies a stored value (docs/identity-and-rekeying.md).
 
 Identity: the series (test + `--series` labels), the metric, the resolved `steps` literal and the
 resolved `constraint` literal (`sigma_*` and `budget` included: the verdict literals decide which nights

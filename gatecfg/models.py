@@ -1,4 +1,5 @@
-"""Pydantic models of base files and gate files (SPEC §3): what may be written, not what it resolves to.
+"""Pydantic models of base files and gate files (docs/gate-language.md): what may be written, not what it
+resolves to.
 
 Every field of a gate is optional here because inheritance needs to know what was *written*
 (`model_fields_set`), including an explicit `null`; `resolve` turns these into complete gates.
@@ -459,7 +460,7 @@ class Policy(_Model):
     window: Annotated[Annotated[int, Field(ge=1)] | None, NotNull, NotNullSchema] = None
     min_history: Annotated[Annotated[int, Field(ge=0)] | None, NotNull, NotNullSchema] = None
     enforce: Annotated[bool | None, NotNull, NotNullSchema] = None
-    # The centre of the band: the mean of the window (SPEC §4) or its median, which one outlier cannot move.
+    # The band's centre: the window's mean (docs/evaluate.md) or its median, which one outlier cannot move.
     reference: Annotated[Reference | None, NotNull, NotNullSchema] = None
     # `trusted`: runs no gated coordinate failed (or trusted by hand). `nightly`: every run not untrusted
     # by hand, so that failing draws still enter the baseline and it cannot ratchet away from the metric.

@@ -13,6 +13,7 @@ from pydantic_core import ErrorDetails
 
 from gatecfg.errors import InputError, Problem
 from gatecfg.models import STEPS_HINT, _show
+from gatecfg.wording import did_you_mean
 from gatecfg.yamlio import KeyPath, LoadedDoc, dotted
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,12 +62,6 @@ def _drop_missing_explained_by_typo(model: type[BaseModel], errors: list[ErrorDe
         for err in errors
         if not (err["type"] == "missing" and (tuple(err["loc"][:-1]), str(err["loc"][-1])) in suggested)
     ]
-
-
-def did_you_mean(word: str, choices: typing.Iterable[str]) -> str | None:
-    """`did you mean `down`?` for a misspelt word (`dwn`) among `choices`, else None."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
 
 
 def _close_keys(model: type[BaseModel], parent: KeyPath, key: str) -> list[str]:

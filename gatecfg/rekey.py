@@ -1,6 +1,7 @@
-"""Re-key detection (SPEC §4). At evaluate time: a gate whose coordinate has no history while the same
-series and metric has history under another key. Before merge (`gatecfg diff`, `gatecfg carry`): the gates
-whose key an edit of the gate tree moves, grouped by the literal that moved them."""
+"""Re-key detection (docs/identity-and-rekeying.md). At evaluate time: a gate whose coordinate has no
+history while the same series and metric has history under another key. Before merge (`gatecfg diff`,
+`gatecfg carry`): the gates whose key an edit of the gate tree moves, grouped by the literal that moved
+them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Inheritance: load a gate tree, resolve each gate against its base files, and say where literals came from.
 
-Precedence, highest first (docs/inheritance.md; tests/test_resolve.py checks each adjacent pair):
+Precedence, highest first (docs/gate-language.md, "Inheritance precedence"; tests/test_resolve.py checks
+each adjacent pair):
 
 1. a field written in the gate file, including an explicit `null` (`constraint: null`, `limits: null`);
 2. `defaults.<metric>.<field>` in the nearest `base.yaml` (the gate file's folder, then each parent
@@ -23,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +45,9 @@ from gatecfg.models import (
     Steps,
     WritePolicy,
 )
-from gatecfg.parse import did_you_mean, parse_doc
+from gatecfg.parse import parse_doc
 from gatecfg.same_code import SameCodePolicy
+from gatecfg.wording import did_you_mean
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
@@ -181,17 +184,39 @@ class GateTree:
     files: list[str] = field(default_factory=list)
 
     def test(self, name: str) -> ResolvedTest:
+        """The test declared as `name`, or as the path `name` spells another way: `./tests/x.py`, or an
+        absolute path inside the working directory or the repository that holds the gates root."""
         if self.problems:
             raise GateFileError(self.problems)
-        found = self.tests.get(name)
+        found = self.tests.get(name) or next(
+            (self.tests[c] for c in self._spellings(name) if c in self.tests), None
+        )
         if found is None:
             known = "\n    ".join(sorted(self.tests)) or "(none)"
+            near = did_you_mean(name, self.tests, n=3)
             raise GateFileError.at(
                 Location(display_path(self.root)),
-                f"no gate file declares `test: {name}`",
+                f"no gate file declares `test: {name}`" + (f"; {near}" if near else ""),
                 hint=f"searched {len(self.files)} files under {display_path(self.root)}/; "
                 f"tests declared there:\n    {known}",
             )
+        return found
+
+    def _spellings(self, name: str) -> list[str]:
+        """`name` as a declaration writes it: a relative POSIX path without `./` or `..` detours."""
+        if not os.path.isabs(name):
+            return [posixpath.normpath(name.replace(os.sep, "/"))]
+        path = Path(os.path.normpath(name))
+        bases = [
+            Path.cwd(),
+            *(folder for folder in self.root.resolve().parents if (folder / ".git").exists()),
+        ]
+        found = []
+        for base in bases:
+            try:
+                found.append(path.relative_to(base).as_posix())
+            except ValueError:
+                continue
         return found
 
 

@@ -1,4 +1,5 @@
-"""Step selection (SPEC §3, §4): which of a metric's logged points a gate stores and judges, at which step."""
+"""Step selection (docs/evaluate.md): which of a metric's logged points a gate stores and judges, at which
+step."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy.typing as npt
 from gatecfg.errors import InputError, Location
 from gatecfg.models import Steps
 from gatecfg.records import Point, Record, shorten
+from gatecfg.wording import did_you_mean
 
 LAST_STEP = -1  # `steps: last` stores its point at this step, whatever step it was logged at
 METRIC_MISSING = "metric missing from the record"
@@ -115,7 +117,8 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selecti
     column = record.column(metric)
     if column is None or not len(column):
         missing = steps if isinstance(steps, tuple) else (LAST_STEP,)
-        return Selection.of(Selected(step, None, None, METRIC_MISSING, None) for step in missing)
+        error = _metric_missing(record, metric)
+        return Selection.of(Selected(step, None, None, error, None) for step in missing)
     # The stored steps, and where each was logged in the column (-1: not logged).
     stored: Sequence[int]
     indices: Sequence[int]
@@ -142,6 +145,13 @@ def select(record: Record, metric: str, steps: Steps, *, gated: bool) -> Selecti
         for step, i in zip(stored, indices, strict=True)
     ]
     return Selection.of(selected for selected in judged if selected is not None)
+
+
+def _metric_missing(record: Record, metric: str) -> str:
+    """Why a metric has no coordinate, naming a logged metric near it: a renamed metric (`train/ppo_KL`
+    logged, `train/ppo_kl` declared) is the usual cause."""
+    hint = did_you_mean(metric, (name for name, column in record.columns.items() if len(column)))
+    return METRIC_MISSING if hint is None else f"{METRIC_MISSING}; {hint}"
 
 
 def _judge(metric: str, step: int, point: Point, *, gated: bool, last: bool) -> Selected | None:

@@ -1,9 +1,10 @@
 """The terminal: plain-text reports drawn at its width, and signs of life on stderr during long commands.
 
-Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe)
-they are drawn NOT_A_TTY_WIDTH wide, the width every CI log viewer shows without scrolling. Lines wrap at
-spaces: a word is folded only when it is wider than the whole line (a long URL). A table whose column titles
-alone do not fit the terminal is drawn as a wrapped line per row instead. Progress goes to stderr:
+Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe, a
+file) nothing is wrapped: a finding stays one line that `grep` returns whole, and a table keeps its columns
+(a log viewer scrolls or soft-wraps; a hard wrap cannot be undone). On a terminal, lines wrap at spaces: a
+word is folded only when it is wider than the whole line (a long URL), and a table whose column titles alone
+do not fit is drawn as a wrapped line per row instead. Progress goes to stderr:
 rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
 command prints nothing extra.
 
@@ -16,6 +17,7 @@ draws them (`cells`): an East Asian wide character takes two, a combining mark n
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import textwrap
@@ -24,30 +26,34 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Literal, TextIO
 
-NOT_A_TTY_WIDTH = 80
 MIN_WIDTH = 60
 HEARTBEAT_S = 5.0
 
 
-def width() -> int:
-    return max(MIN_WIDTH, shutil.get_terminal_size((NOT_A_TTY_WIDTH, 24)).columns)
+def width() -> int | None:
+    """The columns a report printed on stdout may take: `COLUMNS` when set, the terminal's width when stdout
+    is one, else None (a pipe or a CI log: no wrapping)."""
+    if os.environ.get("COLUMNS", "").strip().isdigit() or sys.stdout.isatty():
+        return max(MIN_WIDTH, shutil.get_terminal_size().columns)
+    return None
 
 
 class TextReport:
-    """A plain-text report as wide as the terminal: lines wrapped at word boundaries (a word longer than
-    the width is folded), and tables whose columns shrink, widest first, until the table fits."""
+    """A plain-text report: on a terminal (`columns` an int) lines wrapped at word boundaries (a word longer
+    than the width is folded) and tables whose columns shrink, widest first, until the table fits; with
+    `columns` None, every line and table as wide as it is. The default reads `width()` for stdout."""
 
-    def __init__(self) -> None:
-        self.width = width()
+    def __init__(self, columns: int | Literal["stdout"] | None = "stdout") -> None:
+        self.width = width() if columns == "stdout" else columns
         self._lines: list[str] = []
 
     def line(self, text: str = "", *, wrap: bool = True, indent: int = 0) -> None:
         """One line, wrapped to the width unless `wrap` is false, its continuation lines indented by
         `indent` blanks (so that a reader sees where the next item starts)."""
         for part in text.split("\n"):
-            if not wrap:
+            if not wrap or self.width is None:
                 self._lines.append(part)
                 continue
             first, *rest = _wrapped(part, self.width)
@@ -67,8 +73,8 @@ class TextReport:
         widths = [max([cells(column), *(cells(row[i]) for row in rows)]) for i, column in enumerate(columns)]
         # Two blanks of edge and padding per line, three between cells. Columns wrap at spaces first (down
         # to their longest word), and only then fold words.
-        excess = sum(widths) + 3 * len(widths) + 1 - self.width
-        if excess > 0:
+        excess = 0 if self.width is None else sum(widths) + 3 * len(widths) + 1 - self.width
+        if self.width is not None and excess > 0:
             words = [
                 max(
                     [cells(word) for cell in (column, *(row[i] for row in rows)) for word in cell.split()]

@@ -27,9 +27,10 @@ from gatecfg.band import (
 from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
-from gatecfg.select import Selected, Selection, step_ranges
+from gatecfg.select import METRIC_MISSING, Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
 from gatecfg.windows import Baselines, Counts, Window
+from gatecfg.wording import plural as counted
 
 Status = Literal["pass", "fail", "tracked", "cold", "error", "missing"]
 # Reports list the statuses a reader must act on first. `missing` is a gate's: steps its baseline holds
@@ -258,6 +259,10 @@ class GateVerdicts(Sequence[Verdict]):
     def __len__(self) -> int:
         return len(self.codes)
 
+    def __repr__(self) -> str:  # `<GateVerdicts train/kl (gates/a.yaml:3) fail: 1 fail, 9 pass>`
+        shown = ", ".join(f"{self.counts[s]} {s}" for s in sorted(self.counts, key=STATUS_ORDER.__getitem__))
+        return f"<GateVerdicts {self.gate.metric} ({self.gate.file}:{self.gate.line}) {self.status}: {shown}>"
+
     @overload
     def __getitem__(self, index: int) -> Verdict: ...
     @overload
@@ -391,10 +396,9 @@ class GateVerdicts(Sequence[Verdict]):
         if not self.missing or self.window is None:
             return None
         nights = int(self.window.counts.max())
-        plural = "s" * (len(self.missing) != 1)
         return (
-            f"step{plural} {step_ranges(self.missing)} not logged; the last {nights} nightl"
-            f"{'ies' if nights != 1 else 'y'} logged {step_ranges(self.window.steps)}"
+            f"step{'s' * (len(self.missing) != 1)} {step_ranges(self.missing)} not logged; the last "
+            f"{nights} nightl{'ies' if nights != 1 else 'y'} logged {step_ranges(self.window.steps)}"
         )
 
     @property
@@ -418,10 +422,10 @@ class GateVerdicts(Sequence[Verdict]):
             return f"the run stopped early or lost steps: {self.missing_text()}"
         if self.counts["error"]:
             first = next(self.where("error"))
-            errors = self.counts["error"]
-            return f"{errors} step{'s' * (errors != 1)} without a usable value; step {step_name(first)}: " + (
-                first.reason
-            )
+            if first.logged_step is None and first.reason.startswith(METRIC_MISSING):
+                return first.reason  # no step was logged, so none is named (nor `last` for `steps: all`)
+            errors = counted(self.counts["error"], "step")
+            return f"{errors} without a usable value; step {step_name(first)}: {first.reason}"
         if self.ruled is not None and self.ruled.decision is not None and self.ruled.decision.fired:
             return self.ruled.why(self.gate, self.selection)
         failing = list(self.where("fail"))
@@ -429,18 +433,15 @@ class GateVerdicts(Sequence[Verdict]):
         shown = ", ".join(step_name(v) for v in failing[:WHY_STEPS]) + (
             f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
         )
-        plural = "s" * (self.failing != 1)
-        text = (
-            f"{self.failing} of {self.judged} step{'s' * (self.judged != 1)} failing (step{plural} {shown})"
-        )
+        steps = f"{self.judged} step{'s' * (self.judged != 1)}"
+        text = f"{self.failing} of {steps} failing (step{'s' * (self.failing != 1)} {shown})"
         if self.gate.tolerate:
             text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
         return f"{text}; worst: step {step_name(worst)} {worst.reason}"
 
     @property
     def reason(self) -> str:
-        steps = len(self)
-        text = f"{self.failing} of {steps} step{'s' * (steps != 1)} failing"
+        text = f"{self.failing} of {len(self)} step{'s' * (len(self) != 1)} failing"
         if self.gate.tolerate:
             fate = "tolerated" if self.failing <= self.allowed else "more than tolerated"
             text += f"; tolerate: {self.gate.tolerate} allows {self.allowed} ({fate})"

@@ -172,3 +172,14 @@ def test_docs_api_examples_run_and_print_what_the_page_shows(
             printed = out.getvalue()
         else:
             assert printed == text, f"docs/api.md shows:\n{text}\nthe example printed:\n{printed}"
+
+
+def test_results_have_a_readable_repr(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path, "  rollout/raw_reward:\n    enforce: true\n")
+    seed_nightlies(tmp_path, gates, db)
+    report = gatecfg.evaluate(TEST, {"rollout/raw_reward": [(0, 0.2), (1, 0.3125)]}, gates=gates, db=db,
+                              run_id="pr-1")  # fmt: skip
+    assert repr(report) == f"<RunReport {TEST} run pr-1: exit 1, 1 of 1 gate failed>"
+    [result] = report.results
+    gate = result.gate
+    assert repr(result) == f"<GateVerdicts rollout/raw_reward ({gate.file}:{gate.line}) fail: 1 fail, 1 pass>"

@@ -106,12 +106,21 @@ def test_copy_refuses_a_non_empty_target_unless_replace(source: tuple[Path, str]
 
 
 def test_copy_needs_both_ends_and_takes_no_db(tmp_path: Path) -> None:
-    assert "copy needs --to" in run_cli("db", "copy", "--from", "a.db").err
+    assert "the following arguments are required: --to" in run_cli("db", "copy", "--from", "a.db").err
     assert (
-        "copy takes --from and --to, not --db"
-        in run_cli("db", "copy", "--from", "a", "--to", "b", "--db", "c").err
+        "unrecognized arguments: --db c" in run_cli("db", "copy", "--from", "a", "--to", "b", "--db", "c").err
     )
-    assert "only means something with `gatecfg db copy`" in run_cli("db", "status", "--from", "a.db").err
+    assert "unrecognized arguments: --from a.db" in run_cli("db", "status", "--from", "a.db").err
+
+
+def test_each_db_action_has_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from gatecfg.cli import main
+
+    for action, flag in (("copy", "--from URL --to URL [--replace]"), ("upgrade", "[--db URL]")):
+        with pytest.raises(SystemExit):
+            main(["db", action, "--help"])
+        shown = capsys.readouterr().out
+        assert shown.startswith(f"usage: gatecfg db {action} [-h] [--debug] {flag}")
 
 
 def test_copy_from_a_missing_store_creates_nothing(tmp_path: Path) -> None:

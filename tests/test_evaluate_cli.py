@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from helpers import run_cli
+from rekey_helpers import git
 
 TEST = "tests/e2e/test_reward_ci.py"
 BASE = """\
@@ -195,6 +196,39 @@ def test_untrust_by_commit_removes_runs_from_the_baseline(tmp_path: Path, db: st
     assert "0 now untrusted, 1 already untrusted" in again.out
 
 
+@pytest.mark.parametrize(
+    ("selector", "near"),
+    [
+        pytest.param(
+            ("--commit", "c1"), "did you mean `c10` or `c11` or `c12`? (give the full commit)", id="prefix"
+        ),
+        pytest.param(("--run-id", "nigth-03"), "did you mean one of `night-03`, ", id="run-id"),
+        pytest.param(
+            ("--ci-run-id", "nope"), "20 stored runs; `gatecfg history` lists them", id="nothing-near"
+        ),
+    ],
+)
+def test_trust_of_a_run_nothing_matches_is_exit_2_with_the_near_matches(
+    tmp_path: Path, db: str, selector: tuple[str, str], near: str
+) -> None:
+    gates = write_gates(tmp_path)
+    seed_nightlies(tmp_path, gates, db)
+    for command in ("trust", "untrust"):
+        result = run_cli(command, *selector, "--db", db)
+        assert result.code == 2
+        assert f"{selector[0]}: error: no stored run has {' '.join(selector)}: nothing changed" in result.err
+        assert near in result.err
+
+
+def test_trust_of_a_metric_no_run_holds_names_the_stored_metric(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    seed_nightlies(tmp_path, gates, db)
+    result = run_cli("untrust", "--run-id", "night-03", "--metric", "rollout/raw_rewad", "--db", db)
+    assert result.code == 2
+    assert "--metric: error: no stored run with --run-id night-03 holds rollout/raw_rewad" in result.err
+    assert "hint: did you mean `rollout/raw_reward`?" in result.err
+
+
 def test_cold_coordinate_never_fails(tmp_path: Path, db: str) -> None:
     gates = write_gates(tmp_path, "  rollout/raw_reward:\n    enforce: true\n")
     record = write_record(tmp_path / "pr.jsonl", {"rollout/raw_reward": [(0, 0.0), (1, 0.0)]})
@@ -234,6 +268,50 @@ def test_missing_gate_file_is_exit_2_naming_the_gates_searched(tmp_path: Path, d
     assert result.code == 2
     assert "no gate file declares `test: tests/e2e/unknown.py`" in result.err
     assert TEST in result.err
+
+
+@pytest.mark.parametrize("spelling", ["./", "absolute", "detour"])
+def test_a_test_path_spelled_another_way_is_the_declared_test(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    gates = write_gates(tmp_path)
+    record = write_record(tmp_path / "n.jsonl", FOUR_STEPS)
+    monkeypatch.chdir(tmp_path)
+    given = {"./": f"./{TEST}", "absolute": str(tmp_path / TEST), "detour": f"tests/../{TEST}"}[spelling]
+    code, report = evaluate_json(gates, record, db, "--write", "--run-id", "n1", "--test", given)  # last wins
+    assert code == 0
+    assert report["test"] == TEST  # stored under the declared name: one series, whatever the spelling
+    history = run_cli(
+        "history", "--test", TEST, "--metric", "rollout/raw_reward", "--db", db, "--format", "json"
+    )
+    assert len(json.loads(history.out)) == 4
+
+
+def test_an_unknown_test_names_the_declared_test_near_it(tmp_path: Path, db: str) -> None:
+    gates = write_gates(tmp_path)
+    record = write_record(tmp_path / "pr.jsonl", FOUR_STEPS)
+    typo = TEST.replace("reward", "rewrd")
+    result = run_cli("evaluate", "--gates", gates, "--test", typo, "--record", record, "--db", db)
+    assert result.code == 2
+    assert f"no gate file declares `test: {typo}`; did you mean `{TEST}`?" in result.err
+
+
+def test_a_local_run_takes_its_commit_from_git(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("GITHUB_SHA", "CI_COMMIT_SHA", "GIT_COMMIT"):
+        monkeypatch.delenv(variable, raising=False)
+    gates = write_gates(tmp_path)
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "gates")
+    head = git(tmp_path, "rev-parse", "HEAD").strip()
+    record = write_record(tmp_path / "n.jsonl", FOUR_STEPS)
+    code, report = evaluate_json(gates, record, db, "--write", "--run-id", "local-1")
+    assert code == 0
+    assert report["run"]["commit"] == head  # type: ignore[index]
+    code, given = evaluate_json(gates, record, db, "--commit", "abc123")
+    assert given["run"]["commit"] == "abc123"  # type: ignore[index]  # the flag wins
 
 
 def test_malformed_record_is_exit_2_with_file_and_line(tmp_path: Path, db: str) -> None:

@@ -90,7 +90,7 @@ def test_trust_and_untrust_take_one_metric(tmp_path: Path, db: str) -> None:
     nightly(gates, db, "n2", reward=[(0, 0.5)], kl=[(0, 1.0)])
     untrust = run_cli("untrust", "--run-id", "n2", "--metric", "train/kl", "--db", db)
     assert untrust.code == 0
-    assert "train/kl in 1 run(s) with --run-id n2: 1 now untrusted" in untrust.out
+    assert "train/kl in 1 run with --run-id n2: 1 now untrusted" in untrust.out
     report = gatecfg.evaluate(LIVING, {"rollout/raw_reward": [(0, 0.5)], "train/kl": [(0, 1.0)]},
                               gates=gates, db=db)  # fmt: skip
     assert (n_of(report, "rollout/raw_reward"), n_of(report, "train/kl")) == (2, 1)

@@ -17,6 +17,7 @@ from rekey_helpers import (
     RAW_REWARD_DEFAULT,
     RAW_REWARD_EDITED,
     edit,
+    gsm8k_record,
     seed_nightlies,
 )
 
@@ -44,6 +45,16 @@ def test_dry_run_lists_the_old_coordinates_after_a_rekey_and_deletes_nothing(rep
     assert "1 orphaned coordinate(s) holding 5 value(s); nothing deleted (--dry-run)" in result.out
     assert "train/grad_norm" not in result.out  # still declared
     assert raw_reward_values(db) == NIGHTS
+
+
+def test_an_orphan_of_one_run_reads_one_run(repo: Path, db: str) -> None:
+    record = gsm8k_record(repo / "night.jsonl", 0.5)
+    assert run_cli("evaluate", "--test", GSM8K, "--record", record, "--db", db, "--write").code == 0
+    edit(repo / "gates" / "base.yaml", RAW_REWARD_DEFAULT, RAW_REWARD_EDITED)
+
+    result = run_cli("prune", "--orphaned", "--dry-run", "--db", db)
+
+    assert "1 value (1 trusted) in 1 run · last written 20" in result.out
 
 
 def test_without_yes_nothing_is_deleted(repo: Path, db: str) -> None:

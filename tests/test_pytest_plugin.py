@@ -179,7 +179,7 @@ def test_a_test_without_a_gate_file_fails_with_the_cli_message(project: pytest.P
     result = project.runpytest_subprocess("--gatecfg-gates", "gates", "-p", "no:cacheprovider", "-rf")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
-        ["gatecfg: gates: error: no gate file declares `test: tests/e2e/test_new_ci.py`"]
+        ["gatecfg: gates: error: no gate file declares `test: tests/e2e/test_new_ci.py`; did you mean *"]
     )  # fmt: skip
 
 

@@ -105,7 +105,18 @@ def test_the_python_api_takes_meta(gates: Path, tmp_path: Path, db: str) -> None
     report = gatecfg.evaluate(TEST, {"eval/score": [(9, 0.5)]}, gates=gates, db=db, meta={"image": "26.04"})
 
     assert report.changes is not None
-    assert report.changes.meta == (("cuda", "12.8", None), ("image", "26.02", "26.04"))
+    assert report.changes.meta == (("image", "26.02", "26.04"),)  # cuda not given tonight: not a change
+
+
+def test_meta_the_run_does_not_give_is_not_reported_as_changed(gates: Path, tmp_path: Path, db: str) -> None:
+    nightlies(gates, tmp_path, db)
+    # A pull request's run: no --meta at all, and a gate fails.
+    done = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record(tmp_path, 0.5),
+                   "--db", db, "--commit", "d4e5f6")  # fmt: skip
+
+    assert done.code == 1
+    assert "CHANGED since the baseline's newest run night-2 (commit c2): commits c2..d4e5f6" in flat(done.out)
+    assert "(none)" not in done.out
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,12 @@ def test_missing_metric_is_an_error_at_each_stored_step(
     )
 
 
+def test_a_missing_metric_names_a_logged_metric_near_it() -> None:
+    record = _record('{"train/ppo_KL": [[0, 0.1]], "train/grad_norm": [[0, 2.0]]}')
+    [selected] = select(record, "train/ppo_kl", "all", gated=True)
+    assert selected.error == "metric missing from the record; did you mean `train/ppo_KL`?"
+
+
 @pytest.mark.parametrize(
     ("logged", "wanted", "error"),
     [

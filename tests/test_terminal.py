@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -86,21 +87,98 @@ def test_the_text_report_fits_the_terminal(
     assert max(len(line) for line in out.splitlines()) <= columns
 
 
-def test_without_a_terminal_the_report_is_drawn_at_a_ci_log_width(
-    tmp_path: Path, gates: Path, db: str
-) -> None:
+def piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`python -m gatecfg ARGS` with stdout a pipe, as in a CI log: no terminal and no `COLUMNS`."""
     env = {k: v for k, v in subprocess_env().items() if k not in ("COLUMNS", "LINES")}
-    done = subprocess.run(
-        [sys.executable, "-m", "gatecfg", "evaluate", "--gates", str(gates), "--test", TEST, "--record",
-         str(record(tmp_path / "r.jsonl", 8)), "--db", db, "--verbose"],
-        env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "gatecfg", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def deep_gates(tmp_path: Path) -> Path:
+    """A gate file whose path alone makes the finding line longer than any terminal."""
+    root = tmp_path / "gates"
+    folder = root / "a_team_folder_with_a_long_name" / "and_a_nested_one_for_the_model_family"
+    folder.mkdir(parents=True)
+    (root / "base.yaml").write_text(BASE, encoding="utf-8")
+    (folder / "eight.yaml").write_text(f"test: {TEST}\ngates:\n  {METRIC}:\n", encoding="utf-8")
+    return root
+
+
+def failing_run(tmp_path: Path, gates: Path, db: str) -> Path:
+    """One stored nightly, and a record whose step 0 is far above it."""
+    evaluate(gates, record(tmp_path / "n.jsonl", 3), db, "--write", "--run-id", "night")
+    rec = tmp_path / "r.jsonl"
+    rec.write_text(json.dumps({METRIC: [[0, 9.0], [1, 2.01], [2, 2.02]]}) + "\n", encoding="utf-8")
+    return rec
+
+
+def test_without_a_terminal_a_finding_is_one_line(tmp_path: Path, deep_gates: Path, db: str) -> None:
+    rec = failing_run(tmp_path, deep_gates, db)
+    done = piped("evaluate", "--gates", deep_gates, "--test", TEST, "--record", rec, "--db", db, "--verbose")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    # Drawn 80 wide, the width every CI log shows without scrolling: the long lines wrapped, not cut.
-    assert terminal.NOT_A_TTY_WIDTH == 80
-    assert 70 < max(len(line) for line in lines) <= 80
-    assert any(line.startswith("    ") for line in lines)
+    [finding] = [line for line in lines if "FAIL train/grad_norm" in line]
+    # `grep "SHADOW FAIL"` in a CI log returns the whole finding: gate, file:line and why.
+    assert finding.startswith("SHADOW FAIL train/grad_norm (")
+    assert "and_a_nested_one_for_the_model_family/eight.yaml:3): 1 of 3 steps failing" in finding
+    assert finding.endswith("beyond the band's edge 3 by 6")
+    [gate_row] = [line for line in lines if line.startswith("  FAIL ")]  # the --verbose table's row
+    assert gate_row.rstrip().endswith("and_a_nested_one_for_the_model_family/eight.yaml:3")
+    assert not any(line.startswith("    ") for line in lines)  # no continuation line anywhere
+    assert max(len(line) for line in lines) > 120
+
+
+def test_without_a_terminal_history_keeps_one_row_per_value(tmp_path: Path, gates: Path, db: str) -> None:
+    evaluate(gates, record(tmp_path / "n.jsonl", 3), db, "--write", "--run-id", "night-with-a-long-run-id")
+    evaluate(gates, record(tmp_path / "m.jsonl", 3), db, "--write", "--run-id", "night-2-with-a-long-run-id")
+    done = piped("history", "--test", TEST, "--metric", METRIC, "--db", db)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if "long-run-id" in line]
+    assert len(rows) == 6  # a row per stored value, none folded onto a second line
+    assert all(row[1].endswith("-with-a-long-run-id") and len(row) >= 6 for row in rows)
+
+
+def test_width_is_none_without_a_terminal_or_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terminal, "width", WIDTH)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert terminal.width() is None
+    monkeypatch.setenv("COLUMNS", "132")
+    assert terminal.width() == 132
+
+
+def test_a_table_without_a_width_keeps_its_columns() -> None:
+    # `gatecfg regimes` draws thirteen columns; in a CI log they stay a table, as docs/analytics.md shows.
+    columns = ["#", "first run", "last run", "opened by", "median", "spread", "kind", "change vs previous"]
+    columns += ["likely start", "from", "to", "mean", "n"]
+    report = terminal.TextReport(None)
+    row = ["1", "nightly-01", "nightly-20", "b92ba5f2f61d", "2.19353", "0.0529", "level", "", "", "a", "b"]
+    report.table(columns, [[*row, "2.195", "20"]])
+    _, header, _rule, line = report.text().splitlines()  # a blank line before the table
+    assert re.split(" {3,}", header.strip()) == columns
+    assert line.split() == [*row[:7], "a", "b", "2.195", "20"]
+
+
+def test_render_from_python_does_not_wrap_unless_asked(
+    tmp_path: Path, deep_gates: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gatecfg
+
+    rec = failing_run(tmp_path, deep_gates, db)
+    monkeypatch.setattr(terminal, "width", lambda: 80)  # whatever terminal the caller sits at
+    report = gatecfg.evaluate(TEST, rec, gates=deep_gates, db=db)
+    unwrapped = report.render("text").splitlines()
+    assert max(len(line) for line in unwrapped) > 120
+    assert sum("FAIL train/grad_norm" in line for line in unwrapped) == 1
+    wrapped = report.render("text", width=80).splitlines()
+    assert max(len(line) for line in wrapped) <= 80
+    assert "".join("".join(wrapped).split()) == "".join("".join(unwrapped).split())  # a long path folds
 
 
 WIDE = ["评估/平均分", "train/grad_norm", "評価/スコア/全体"]  # CJK metric names: two cells a character

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gatecfg.errors import EXIT_OK, InputError, Location, Problem
-from gatecfg.gitrev import Comparison, commit_of, diff_against
+from gatecfg.gitrev import Comparison, commit_of, diff_against, head_commit
 from gatecfg.keys import series_key
 from gatecfg.rekey import Rekeyed, stored_under
 from gatecfg.report.labels import series_text
@@ -47,7 +47,7 @@ def carry_command(
     if refused:
         raise InputError(refused)
     base_commit = commit_of(base, gates)
-    commit = commit or _head(gates)
+    commit = commit or head_commit(gates)  # the commit the carry is made on
     now = datetime.now(UTC)
     with Store.open(db) as store:
         summaries = store.summaries(tests=sorted({r.old.test for r in selected}))
@@ -206,14 +206,6 @@ def _refusal(comparison: Comparison, r: Rekeyed) -> Problem:
         dotted=f"gates.{r.new.metric}",
         hint=hint,
     )
-
-
-def _head(gates: Path) -> str | None:
-    """The commit the carry is made on; a repository without commits yet has none."""
-    try:
-        return commit_of("HEAD", gates)
-    except InputError:
-        return None
 
 
 def _scope(test: str | None, metric: str | None) -> str:

@@ -11,9 +11,17 @@ from gatecfg.store.facts import SCHEMA_REVISION
 
 
 def upgrade(*, db: str) -> int:
+    """Says what it did: created the schema, upgraded it from one revision to another, or nothing."""
     with Store.open(db, check_schema=False) as store:
+        before = store.revision()
         store.upgrade()
-    print(f"history store {store.url} is at the current schema")
+        after = store.revision()
+    if before is None:
+        print(f"history store {store.url}: created the schema at revision {after}")
+    elif before == after:
+        print(f"history store {store.url} is already at the current schema (revision {after}): nothing to do")
+    else:
+        print(f"history store {store.url}: upgraded the schema from revision {before} to {after}")
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from gatecfg import terminal
 from gatecfg.commands.evaluate import banner
 from gatecfg.errors import EXIT_OK
 from gatecfg.evaluation import Request, run_evaluation
@@ -90,7 +91,7 @@ def demo(*, db_file: Path) -> int:
     )
     if report.warnings:
         say(banner(report.warnings) + "\n\n")
-    sys.stdout.write(render(report, "text", verbose=True))  # a tour shows every table
+    sys.stdout.write(render(report, "text", verbose=True, width=terminal.width()))  # a tour shows every table
     say(
         "\nWhat you see:\n"
         "  - train/grad_norm FAILS from step 5 on: a shadow gate (not enforced), so it is reported and\n"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from gatecfg import terminal as screen
 from gatecfg.escape import terminal
 from gatecfg.outputs import Reads, collision
 from gatecfg.rekey import RekeyWarning
@@ -73,7 +74,9 @@ def print_report(
     if report.warnings:
         print(banner(report.warnings), file=sys.stderr)
     for output in outputs:
-        text = render(report, output.fmt, verbose=verbose)
+        # Wrapped only on a terminal: a file or a CI log keeps each finding on one line.
+        width = screen.width() if output.path is None else None
+        text = render(report, output.fmt, verbose=verbose, width=width)
         if output.path is None:
             sys.stdout.write(text)
         else:

@@ -22,6 +22,7 @@ from gatecfg.resolve import GateTree, ResolvedGate, display_path, load_tree
 from gatecfg.store import CoordinateSummary, Store
 from gatecfg.store.links import Carry
 from gatecfg.store.retention import Retained
+from gatecfg.wording import plural
 
 Key = tuple[str, str, str, str]  # test, metric, steps_key, constraint_key
 
@@ -112,8 +113,9 @@ def _retention_listing(planned: Sequence[Retained], keep: int) -> str:
             shown = f" [{series_text(labels)}]" if labels else ""
             lines += [
                 f"    {r.spec.metric}{shown}: steps {r.spec.steps_key}, constraint {r.spec.constraint_key}",
-                f"      {r.spec.coordinate} · deletes {r.values_doomed} values of {len(r.doomed)} runs · "
-                f"keeps {r.values_kept} values of {r.runs_kept} runs",
+                f"      {r.spec.coordinate} · deletes {plural(r.values_doomed, 'value')} of "
+                f"{plural(len(r.doomed), 'run')} · keeps {plural(r.values_kept, 'value')} of "
+                f"{plural(r.runs_kept, 'run')}",
             ]
     return "\n".join(lines)
 
@@ -178,8 +180,8 @@ def _listing(orphans: Sequence[CoordinateSummary], tree: GateTree) -> str:
             written = f"{s.last_written:%Y-%m-%d %H:%M}" if s.last_written else "never"
             lines += [
                 f"    {s.spec.metric}{shown}: steps {s.spec.steps_key}, constraint {s.spec.constraint_key}",
-                f"      {s.spec.coordinate} · {s.n_values} values ({s.n_trusted_values} trusted) "
-                f"in {s.n_runs} runs · last written {written}",
+                f"      {s.spec.coordinate} · {plural(s.n_values, 'value')} ({s.n_trusted_values} trusted) "
+                f"in {plural(s.n_runs, 'run')} · last written {written}",
                 f"      {_why(s, tree)}",
             ]
     return "\n".join(lines)

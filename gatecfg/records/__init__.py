@@ -1,5 +1,5 @@
-"""Run metric records (SPEC §5): a run's metrics from record files (JSON Lines, or a logger's format) and
-points given in Python, parsed and merged into one Record.
+"""Run metric records (docs/evaluate.md): a run's metrics from record files (JSON Lines, or a logger's
+format) and points given in Python, parsed and merged into one Record.
 
 The package reads one way: `values` (Point, Column, Record) <- `builder` (the builder and the JSON Lines
 reader) <- `formats` (TensorBoard, W&B, MLflow, into the same builder) <- this module (which picks the

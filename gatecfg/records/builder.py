@@ -1,4 +1,4 @@
-"""The builder of a Record, and the JSON Lines reader that feeds it (SPEC §5: series or row shape).
+"""The builder of a Record, and the JSON Lines reader that feeds it (series or row shape, docs/evaluate.md).
 
 `gatecfg.records.formats` reads the logger formats into the same builder, and the Python API's points go
 in through `add_logged`, so every source is judged exactly as the equivalent JSON Lines."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 # The labels every format shows, re-exported: the renderers import them from `labels`, not from here, so
 # that the package (which imports its renderers on first use) is not imported back by them.
-from gatecfg.report.labels import band_label, role, step_label, step_reason
+from gatecfg.report.labels import Noise, band_label, role, step_label, step_reason
 
 if TYPE_CHECKING:  # numpy and the store stay unimported for commands that only parse arguments
     from gatecfg.rekey import RekeyWarning
@@ -67,11 +67,12 @@ class Changes:
 
     @classmethod
     def of(cls, newest: RunInfo, *, commit: str | None, meta: Mapping[str, str]) -> Changes:
-        keys = sorted(set(newest.meta) | set(meta))
+        """Only the keys tonight's run gives: a key it does not give is unknown tonight, not removed (a
+        pull request's run passes no `--meta image=...`), so it is never `image 26.04 -> (none)`."""
         differ = tuple(
-            (key, newest.meta.get(key), meta.get(key))
-            for key in keys
-            if newest.meta.get(key) != meta.get(key)
+            (key, newest.meta.get(key), meta[key])
+            for key in sorted(meta)
+            if newest.meta.get(key) != meta[key]
         )
         return cls(newest.run_id, newest.commit, commit, differ)
 
@@ -120,6 +121,12 @@ class RunReport:
     # What changed since the baseline's newest run, when a gate fails (and a baseline run exists).
     changes: Changes | None = None
 
+    def __repr__(self) -> str:
+        """`<RunReport tests/e2e/x.py run n1: exit 1, 1 of 2 gates failed (1 error)>`: what a REPL or a log
+        line needs, not every verdict (`render()` and `to_dict()` give those)."""
+        failed = Noise.of(self.results).line().split(";")[0]
+        return f"<RunReport {self.test} run {self.run.run_id}: exit {self.exit_code}, {failed}>"
+
     @functools.cached_property
     def verdicts(self) -> list[Verdict]:
         """Every step's verdict, gate after gate: built on first use, which the JSON report makes."""
@@ -131,12 +138,13 @@ class RunReport:
 
         return document(self)
 
-    def render(self, fmt: str = "text", *, verbose: bool = False) -> str:
+    def render(self, fmt: str = "text", *, verbose: bool = False, width: int | None = None) -> str:
         """The report as `gatecfg evaluate --format FMT` prints it: text, json, markdown, junit or github;
-        `verbose`: the text report's tables of steps and gates too."""
+        `verbose`: the text report's tables of steps and gates too; `width`: wrap the text report to that
+        many columns (by default a line is never wrapped)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(FORMATS)}")
-        return render(self, fmt, verbose=verbose)
+        return render(self, fmt, verbose=verbose, width=width)
 
     def counts(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -145,7 +153,7 @@ class RunReport:
         return total
 
 
-def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
+def render(report: RunReport, fmt: str, *, verbose: bool = False, width: int | None = None) -> str:
     if fmt == "json":
         from gatecfg.report.as_json import render_json
 
@@ -164,4 +172,4 @@ def render(report: RunReport, fmt: str, *, verbose: bool = False) -> str:
         return render_github(report)
     from gatecfg.report.text import render_text
 
-    return render_text(report, verbose=verbose)
+    return render_text(report, verbose=verbose, width=width)

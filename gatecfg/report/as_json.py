@@ -1,4 +1,4 @@
-"""The stable JSON report of SPEC §6 (documented in docs/report-json.md)."""
+"""The stable JSON report (`--format json`; docs/evaluate.md, "The JSON report (stable)")."""
 
 from __future__ import annotations
 
@@ -189,5 +189,6 @@ def _noise(report: RunReport) -> dict[str, Any]:
         "failed": noise.failed,
         "expected": noise.expected,
         "uncounted": noise.uncounted,
+        "statuses": dict(noise.statuses),
         "line": noise.line(),
     }

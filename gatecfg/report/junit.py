@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gatecfg.escape import xml_text
 from gatecfg.report.labels import Noise, step_label, step_reason
+from gatecfg.wording import plural
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
@@ -60,12 +61,13 @@ def render_junit(report: RunReport) -> str:
             ET.SubElement(case, "skipped", message=group[0].reason)
         out = ET.SubElement(case, "system-out")
         prefix = (
-            f"SHADOW: {len(bad)} steps failing (not enforced)\n"
+            f"SHADOW: {plural(len(bad), 'step')} failing (not enforced)\n"
             if bad and not any(v.fails_job for v in bad)
             else ""
         )
         if tolerated:
-            prefix += f"TOLERATED: {tolerated} failing steps within `tolerate: {group[0].gate.tolerate}`\n"
+            steps = plural(tolerated, "failing step")
+            prefix += f"TOLERATED: {steps} within `tolerate: {group[0].gate.tolerate}`\n"
         out.text = prefix + "\n".join(lines)
     if report.exit_code and not any(r.fails_job for r in report.results):
         # The run failed with no gate failing: history was required and there is none (the notice says

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gatecfg.escape import terminal
+from gatecfg.wording import plural
 
 if TYPE_CHECKING:
     from gatecfg.verdicts import GateVerdicts, Verdict
@@ -40,34 +42,49 @@ def band_label(v: Verdict) -> str:
 
 @dataclass(frozen=True)
 class Noise:
-    """How many gate failures noise alone would produce across the gates a report judged: the sum of the
-    budget gates' `false_alarm` (each fails a clean night with that probability); band gates have no
-    such number at evaluate time (`gatecfg backtest` and `report --html` estimate theirs)."""
+    """How many gates failed, and how many gate failures noise alone would produce across the gates a
+    report judged: the sum of the budget gates' `false_alarm` (each fails a clean night with that
+    probability); band gates have no such number at evaluate time (`gatecfg backtest` and `report --html`
+    estimate theirs)."""
 
-    judged: int  # gated gates with at least one judged (pass or fail) step
-    failed: int  # of them, gates that fail (enforced or shadow)
+    judged: int  # gated gates with a judged (pass or fail) step, or failing without one (an error)
+    failed: int  # of them, gates that fail (enforced or shadow): failing steps, an error, missing steps
     expected: float
-    uncounted: int  # judged gates whose false-alarm rate is not known here (band gates)
+    uncounted: int  # judged band gates: their false-alarm rate is not known here
+    # The failed gates by their status (`fail`, `error`, `missing`), worst first.
+    statuses: tuple[tuple[str, int], ...] = ()
+    budgeted: int = 0  # judged budget gates, whose false-alarm rates `expected` sums
 
     @classmethod
     def of(cls, results: Sequence[GateVerdicts]) -> Noise:
-        judged = [r for r in results if r.gate.gated and r.judged]
+        from gatecfg.verdicts import STATUS_ORDER  # numpy, which argument parsing must not load
+
+        # A gate whose metric is missing has no judged step, yet it failed: it counts among the gates.
+        counted = [r for r in results if r.gate.gated and (r.judged or r.blocking)]
+        judged = [r for r in counted if r.judged]
         budget = [r for r in judged if r.gate.constraint is not None and r.gate.constraint.budget is not None]
+        failing = Counter(r.status for r in counted if r.blocking)
         return cls(
-            judged=len(judged),
-            failed=sum(r.blocking > 0 for r in judged),
+            judged=len(counted),
+            failed=sum(failing.values()),
             expected=sum(r.gate.false_alarm for r in budget),
             uncounted=len(judged) - len(budget),
+            statuses=tuple(sorted(failing.items(), key=lambda item: STATUS_ORDER[item[0]])),
+            budgeted=len(budget),
         )
 
     def line(self) -> str:
-        """`3 of 40 gates failed; noise alone fails about 0.07 here (2 band gates not counted)`."""
-        text = f"{self.failed} of {self.judged} gate{'s' * (self.judged != 1)} failed"
-        if self.judged == self.uncounted:
+        """`3 of 40 gates failed; noise alone fails about 0.07 here (2 band gates not counted)`, with the
+        failed gates' statuses when one did not fail on its values: `2 of 3 gates failed (1 error, 1
+        fail)`."""
+        text = f"{self.failed} of {plural(self.judged, 'gate')} failed"
+        if any(status != "fail" for status, _ in self.statuses):
+            text += " (" + ", ".join(f"{n} {status}" for status, n in self.statuses) + ")"
+        if not self.budgeted:
             return f"{text}; noise alone: not known here (band gates; `gatecfg backtest` estimates theirs)"
         text += f"; noise alone fails about {self.expected:.2g} here"
         if self.uncounted:
-            text += f" ({self.uncounted} band gate{'s' * (self.uncounted != 1)} not counted)"
+            text += f" ({plural(self.uncounted, 'band gate')} not counted)"
         return text
 
 

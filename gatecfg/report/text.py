@@ -1,6 +1,7 @@
-"""The terminal report, as a CI log shows it: the run, one line per failing or re-keyed gate (why it fails,
-wrapped to the terminal), and the verdict of the run with the failures noise alone would produce. With
-`--verbose`, the steps that need attention and every gate as tables too."""
+"""The terminal report, as a CI log shows it: the run, one line per failing or re-keyed gate (why it fails;
+wrapped only when a width is given, as the CLI gives a terminal's), and the verdict of the run with the
+failures noise alone would produce. With `--verbose`, the steps that need attention and every gate as tables
+too."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gatecfg.escape import terminal
-from gatecfg.report.labels import Noise, role, step_label
+from gatecfg.report.labels import Noise, role, step_label, step_reason
 from gatecfg.terminal import TextReport
 from gatecfg.verdicts import STATUS_ORDER, GateVerdicts, Verdict
+from gatecfg.wording import plural
 
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
 
 DETAIL_ROWS_PER_GATE = 10
+TOLERATED_SHOWN = 3  # tolerated steps a gate's TOLERATED line gives in full
 
 
 def _pct(v: Verdict) -> str:
@@ -24,8 +27,9 @@ def _pct(v: Verdict) -> str:
     return "" if pct is None else f"{pct:+.1f}%"
 
 
-def render_text(report: RunReport, *, verbose: bool = False) -> str:
-    out = TextReport()
+def render_text(report: RunReport, *, verbose: bool = False, width: int | None = None) -> str:
+    """The text report; `width`: wrap lines and fit tables to that many columns (None: never wrap)."""
+    out = TextReport(width)
     run = report.run
     labels = ", ".join(f"{k}={v}" for k, v in sorted(report.series.items())) or "none"
     out.line(
@@ -43,11 +47,22 @@ def render_text(report: RunReport, *, verbose: bool = False) -> str:
         _details(out, report)
     for result in report.results:
         if result.why is not None:
-            # One line per failing gate, wrapped at spaces: a person greps for its first words in a CI log.
+            # One line per failing gate: a person greps a CI log for its first words and gets the whole line.
             gate = result.gate
             out.line(
                 terminal(
                     f"{role(result).upper()} FAIL {gate.metric} ({gate.file}:{gate.line}): {result.why}"
+                ),
+                indent=2,
+            )
+    for result in report.results:
+        if result.tolerated:
+            # Named without --verbose: a tolerated x1000 step is worth a look even when the job passes.
+            gate = result.gate
+            out.line(
+                terminal(
+                    f"{role(result).upper()} TOLERATED {gate.metric} ({gate.file}:{gate.line}): "
+                    f"{_tolerated(result)}"
                 ),
                 indent=2,
             )
@@ -64,7 +79,7 @@ def _details(out: TextReport, report: RunReport) -> None:
     attention = _attention(report.results)
     if attention:
         # A line per step (or per steps that share a reason), not a table: a reason is a sentence, which a
-        # table column at 80 characters would cut into a word per line.
+        # table column on an 80-column terminal would cut into a word per line.
         out.line("needs attention:")
         for result, shown, more in attention:
             metric = terminal(result.gate.metric)
@@ -138,12 +153,29 @@ def _spread(result: GateVerdicts) -> str:
     return ", ".join(f"{n} {status}" for status, n in ordered if n)
 
 
+def _tolerated(result: GateVerdicts) -> str:
+    """`2 of 10 steps failing, within `tolerate: 2`; step 3: 9 vs mean 1 ..., beyond the band's edge 1.5
+    by 7.5; step 7: ...`: each tolerated step and how far beyond its band, the first few in full."""
+    failing = list(result.where("fail"))
+    shown = "; ".join(f"step {step_label(v)}: {step_reason(v)}" for v in failing[:TOLERATED_SHOWN])
+    more = len(failing) - TOLERATED_SHOWN
+    if more > 0:
+        shown += f"; and {plural(more, 'more step')} (the JSON report lists every step)"
+    return (
+        f"{result.failing} of {plural(result.judged, 'step')} failing, within `tolerate: "
+        f"{result.gate.tolerate}`; {shown}"
+    )
+
+
 def _verdict_line(report: RunReport) -> str:
+    """The run's outcome, gates counted as gates and steps as steps: `exit 1 · 1 of 2 gates failed (1
+    error); ... · 1 enforced gate failing · 0 shadow gates failing · 3 steps cold · ...`."""
     results = report.results
-    enforced = sum(r.blocking for r in results if r.enforced)
-    shadow = sum(r.blocking for r in results if r.gate.gated and not r.enforced)
+    gated = [r for r in results if r.gate.gated]
+    enforced = sum(r.blocking > 0 for r in gated if r.enforced)
+    shadow = sum(r.blocking > 0 for r in gated if not r.enforced)
     cold = sum(r.counts["cold"] for r in results)
-    tolerated = sum(r.failing for r in results if r.tolerated)
+    tolerated = [r for r in gated if r.tolerated]
     run = report.run
     if run.already_stored:
         stored = f"run {run.run_id} was already stored: nothing written"
@@ -160,8 +192,12 @@ def _verdict_line(report: RunReport) -> str:
         )
     else:
         stored = "not written (pass --write on nightlies)"
-    within = f"{tolerated} failing within tolerate · " if tolerated else ""
+    within = ""
+    if tolerated:
+        steps = sum(r.failing for r in tolerated)
+        within = f"{plural(len(tolerated), 'gate')} within tolerate ({plural(steps, 'failing step')}) · "
     return (
-        f"result: exit {report.exit_code} · {Noise.of(results).line()} · {enforced} enforced failing · "
-        f"{shadow} shadow failing · {within}{cold} cold · {stored}"
+        f"result: exit {report.exit_code} · {Noise.of(results).line()} · "
+        f"{plural(enforced, 'enforced gate')} failing · {plural(shadow, 'shadow gate')} failing · "
+        f"{within}{plural(cold, 'step')} cold · {stored}"
     )

@@ -1,9 +1,9 @@
 """Retention: `gatecfg prune --keep N` deletes, per coordinate, the values of runs that no baseline of at
 most N values can reach any more.
 
-A baseline is the newest `window` trusted finite values at each (coordinate, step) (SPEC §4). So a run's
-values at a coordinate may go when, at every step where that run holds a finite value, at least N newer
-trusted runs hold one too. Where every run stored the same steps (nearly always) that is "older than the
+A baseline is the newest `window` trusted finite values at each (coordinate, step) (docs/evaluate.md). So
+a run's values at a coordinate may go when, at every step where that run holds a finite value, at least N
+newer trusted runs hold one too. Where every run stored the same steps (nearly always) that is "older than the
 coordinate's N newest trusted runs"; where steps differ between runs, a step that few runs log keeps its
 N newest values. The rule is exact for both baseline policies: a `nightly` baseline counts every run not
 untrusted by hand, a superset of the trusted ones, so its window is never older than theirs. Untrusted

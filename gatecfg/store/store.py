@@ -380,6 +380,10 @@ class Store(StoreReads):
         ):
             return transfer.copy_tables(source, conn, replace=replace, where=target.url)
 
+    def revision(self) -> str | None:
+        """The schema revision the store is at, or None for a store with no gatecfg schema yet."""
+        return self._current_revision()
+
     def _errors(self, action: str, hint: str = STORE_HINT) -> AbstractContextManager[None]:
         return store_errors(self.url, action, hint=hint)
 
