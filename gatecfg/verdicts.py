@@ -28,7 +28,7 @@ from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import METRIC_MISSING, Selected, Selection, step_ranges
-from gatecfg.store.rows import STATUSES, PointColumns, StoredPoint
+from gatecfg.store.rows import STATUSES, PointColumns
 from gatecfg.windows import Baselines, Counts, Window
 from gatecfg.wording import plural as counted
 
@@ -310,10 +310,6 @@ class GateVerdicts(Sequence[Verdict]):
                 self.gate.constraint, self.history(index), self.policy.reference
             )
         return current
-
-    def stored_points(self) -> list[StoredPoint]:
-        """What the store keeps of the gate's steps (see `stored_columns`), a point per step."""
-        return self.stored_columns().points()
 
     def stored_columns(self) -> PointColumns:
         """What the store keeps of the gate's steps: each value with its status and band (not its
