@@ -35,7 +35,7 @@ gates:
 """
 RECORD = '{"_step": 0, "train/grad_norm": 1.0}\n{"_step": 1, "train/grad_norm": 1.1, "eval/score": 0.8}\n'
 # The placeholders in docs/security.md's SQL, and the password it shows.
-DOC_NAMES = ("gatecfg_ci", "gatecfg_prune", "gatecfg_history")
+DOC_NAMES = ("gatecfg_ci", "gatecfg_prune", "gatecfg_reader", "gatecfg_history")
 
 
 def documented_grants() -> str:
@@ -51,13 +51,17 @@ def _statements(sql: str) -> list[str]:
 
 
 @pytest.fixture
-def roles(postgresql_url: str) -> Iterator[tuple[str, str]]:
-    """The documented roles in a fresh database at head: (CI role's URL, prune role's URL)."""
+def roles(postgresql_url: str) -> Iterator[tuple[str, str, str]]:
+    """The documented roles in a fresh database at head: (CI role's URL, prune role's, reader's)."""
     with Store.open(postgresql_url, check_schema=False) as store:
         store.upgrade()
     suffix = uuid.uuid4().hex[:10]
     url = sa.make_url(postgresql_url)
-    names = {"gatecfg_ci": f"gatecfg_ci_{suffix}", "gatecfg_prune": f"gatecfg_prune_{suffix}"}
+    names = {
+        "gatecfg_ci": f"gatecfg_ci_{suffix}",
+        "gatecfg_prune": f"gatecfg_prune_{suffix}",
+        "gatecfg_reader": f"gatecfg_reader_{suffix}",
+    }
     sql = documented_grants()
     for placeholder, name in [*names.items(), ("gatecfg_history", url.database or "")]:
         sql = re.sub(rf"\b{placeholder}\b", name, sql)
@@ -66,11 +70,9 @@ def roles(postgresql_url: str) -> Iterator[tuple[str, str]]:
         with owner.connect() as conn:
             for statement in _statements(sql):
                 conn.exec_driver_sql(statement)
-        yield (
-            url.set(username=names["gatecfg_ci"], password="change-me").render_as_string(hide_password=False),
-            url.set(username=names["gatecfg_prune"], password="change-me").render_as_string(
-                hide_password=False
-            ),
+        yield tuple(  # type: ignore[misc]
+            url.set(username=names[role], password="change-me").render_as_string(hide_password=False)
+            for role in ("gatecfg_ci", "gatecfg_prune", "gatecfg_reader")
         )
     finally:
         # Roles belong to the whole server: leave none behind.
@@ -108,9 +110,9 @@ def _denied(db: str, statement: str) -> str:
 
 @pytest.mark.postgres
 def test_the_documented_ci_role_evaluates_writes_and_reads_history(
-    roles: tuple[str, str], tmp_path: Path
+    roles: tuple[str, str, str], tmp_path: Path
 ) -> None:
-    ci, _ = roles
+    ci, _, _ = roles
     gates, record = _tree(tmp_path)
 
     for night in ("night-1", "night-2"):
@@ -150,15 +152,15 @@ REFUSAL_IDS = [
     ids=REFUSAL_IDS,
 )
 def test_the_documented_ci_role_cannot_change_or_delete_history_or_run_ddl(
-    roles: tuple[str, str], statement: str, refusal: str
+    roles: tuple[str, str, str], statement: str, refusal: str
 ) -> None:
-    ci, _ = roles
+    ci, _, _ = roles
     assert refusal in _denied(ci, statement)
 
 
 @pytest.mark.postgres
-def test_only_the_documented_prune_role_may_prune(roles: tuple[str, str], tmp_path: Path) -> None:
-    ci, prune = roles
+def test_only_the_documented_prune_role_may_prune(roles: tuple[str, str, str], tmp_path: Path) -> None:
+    ci, prune, _ = roles
     gates, record = _tree(tmp_path)
     assert _evaluate(gates, record, ci, "night-1")[0] == 0
     # eval/score is no longer declared: its coordinate is orphaned.
@@ -176,8 +178,10 @@ def test_only_the_documented_prune_role_may_prune(roles: tuple[str, str], tmp_pa
 
 
 @pytest.mark.postgres
-def test_only_the_documented_prune_role_may_delete_old_values(roles: tuple[str, str], tmp_path: Path) -> None:
-    ci, prune = roles
+def test_only_the_documented_prune_role_may_delete_old_values(
+    roles: tuple[str, str, str], tmp_path: Path
+) -> None:
+    ci, prune, _ = roles
     gates, record = _tree(tmp_path)
     (gates / "base.yaml").write_text("version: 1\npolicy:\n  window: 1\n", encoding="utf-8")
     for night in ("night-1", "night-2"):
@@ -236,3 +240,27 @@ def test_hostile_names_and_labels_round_trip_through_evaluate_and_history(
         }
         assert {row["commit"] for row in found} == {"c0ffee'--"}
     assert {run.run.run_id for run in store.runs(test=TEST)} == {f"{HOSTILE_RUN}-1", f"{HOSTILE_RUN}-2"}
+
+
+@pytest.mark.postgres
+def test_the_documented_reader_role_reads_every_view_and_writes_nothing(
+    roles: tuple[str, str, str], tmp_path: Path
+) -> None:
+    ci, _, reader = roles
+    gates, record = _tree(tmp_path)
+    for night in ("night-1", "night-2"):
+        code, err, _ = _evaluate(gates, record, ci, night)
+        assert code == 0, err
+    judged = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", reader)
+    assert judged.code == 0, judged.err
+    for args in (
+        ("history", "--test", TEST, "--metric", "eval/score"),
+        ("shifts",),
+        ("backtest", "--gates", gates),
+        ("regimes", "--test", TEST, "--metric", "eval/score", "--gates", gates),
+    ):
+        result = run_cli(*args, "--db", reader)
+        assert result.code == 0, (args, result.err)
+    code, err, _ = _evaluate(gates, record, reader, "night-3")
+    assert code == 3
+    assert "permission denied" in err

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from gatecfg.membership import cause, standing
@@ -140,10 +141,14 @@ def rejoin_values(conn: Connection, values: Sequence[tuple[str, str]]) -> None:
 
 def accept(conn: Connection, shift: Shift, *, series_key: str, test: str, at: datetime) -> int:
     """Record an accepted shift, and let its runs' values (tonight's too, written before) into the
-    baseline: from now on the coordinate's baseline starts at the shift's first run. Its pk."""
+    baseline: from now on the coordinate's baseline starts at the shift's first run. Its pk: a shift
+    already recorded as active (another nightly accepted it first) is not recorded again."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(shifts).on_conflict_do_nothing(
+        index_elements=["coordinate", "first_run_id"], index_where=shifts.c.undone_at.is_(None)
+    )
     pk = conn.execute(
-        sa.insert(shifts)
-        .values(
+        insert.values(
             coordinate=shift.coordinate,
             series_key=series_key,
             test=test,
@@ -156,9 +161,16 @@ def accept(conn: Connection, shift: Shift, *, series_key: str, test: str, at: da
             nightlies=shift.nightlies,
             accepted_run_id=shift.runs[-1],
             created_at=at,
-        )
-        .returning(shifts.c.pk)
-    ).scalar_one()
+        ).returning(shifts.c.pk)
+    ).scalar_one_or_none()
+    if pk is None:
+        pk = conn.execute(
+            sa.select(shifts.c.pk).where(
+                shifts.c.coordinate == shift.coordinate,
+                shifts.c.first_run_id == shift.first_run_id,
+                shifts.c.undone_at.is_(None),
+            )
+        ).scalar_one()
     coordinate_pk = sa.select(coordinates.c.pk).where(coordinates.c.coordinate == shift.coordinate)
     conn.execute(
         sa.update(run_coordinates)

@@ -189,4 +189,13 @@ shifts = sa.Table(
     sa.Column("undo_reason", sa.Text),
     sa.CheckConstraint("direction IN ('up', 'down')", name="direction"),
     sa.Index(None, "coordinate"),
+    # One active row per shift (revision 0008): nightlies that accept it at once record it once.
+    sa.Index(
+        "uq_shifts_active",
+        "coordinate",
+        "first_run_id",
+        unique=True,
+        sqlite_where=sa.text("undone_at IS NULL"),
+        postgresql_where=sa.text("undone_at IS NULL"),
+    ),
 )
