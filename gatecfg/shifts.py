@@ -28,9 +28,9 @@ from datetime import datetime
 from statistics import NormalDist
 from typing import Literal
 
-MIN_REGIME = 3  # analysis/changepoints.MIN_REGIME (not imported: that module loads ruptures)
+from gatecfg.membership import Cause, Facts, cause, standing
 
-Cause = Literal["failed", "untrusted", "run untrusted"]
+MIN_REGIME = 3  # analysis/changepoints.MIN_REGIME (not imported: that module loads ruptures)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,31 @@ class Recent:
     cause: Cause | None  # why it is kept out of the baseline, when it is
     change: float | None  # mean relative change of its steps against their baselines
     meta: Mapping[str, str] = field(default_factory=dict)  # what the run carried (`--meta`, the runner)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        run_id: str,
+        commit: str | None,
+        created_at: datetime,
+        facts: Facts,
+        change: float | None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Recent:
+        """A stored run as the `trusted` baseline reads its facts (followed shifts and stale baselines
+        read that one, whatever the policy's)."""
+        kept = standing(facts, "trusted")
+        return cls(
+            run_id=run_id,
+            commit=commit,
+            created_at=created_at,
+            in_baseline=kept.joins,
+            failed=facts.gate_trusted is False,
+            cause=None if kept.joins else cause(facts),
+            change=change,
+            meta=dict(meta or {}),
+        )
 
 
 @dataclass(frozen=True)

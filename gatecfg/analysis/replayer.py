@@ -28,12 +28,10 @@ from gatecfg.following import Following, follow
 from gatecfg.membership import (
     Baseline,
     Facts,
-    cause,
     joining,
     joins,
     rejoined,
     rejoins,
-    standing,
     taken_by_shift,
 )
 from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest
@@ -276,15 +274,12 @@ class GateHistory:
         for row, facts in self.newest():
             if len(found) == depth:
                 break
-            kept = standing(facts, "trusted")
             found.append(
-                Recent(
+                Recent.of(
                     run_id=row.run_id,
                     commit=row.commit,
                     created_at=row.created_at,
-                    in_baseline=kept.joins,
-                    failed=facts.gate_trusted is False,
-                    cause=None if kept.joins else cause(facts),
+                    facts=facts,
                     change=row.change,
                 )
             )

@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from gatecfg.membership import cause, standing
 from gatecfg.shifts import Recent, Shift
 from gatecfg.store.statements import FACT_COLUMNS, FINITE, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs, shifts
@@ -84,17 +83,12 @@ def recent(
     found: dict[str, list[Recent]] = {}
     for chunk in chunks(sorted(set(hashes))):
         for row in conn.execute(query, {"hashes": list(chunk)}):
-            facts = facts_of(row[5:10], row.before_shift)
-            # Followed shifts and stale baselines read the `trusted` baseline, whatever the policy's.
-            kept = standing(facts, "trusted")
             found.setdefault(row.coordinate, []).append(
-                Recent(
+                Recent.of(
                     run_id=row.run_id,
                     commit=row.commit_sha,
                     created_at=row.created_at,
-                    in_baseline=kept.joins,
-                    failed=facts.gate_trusted is False,
-                    cause=None if kept.joins else cause(facts),
+                    facts=facts_of(row[5:10], row.before_shift),
                     change=None if row.change is None else float(row.change),
                     meta=json.loads(row.meta) if row.meta else {},
                 )
