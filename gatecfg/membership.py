@@ -3,15 +3,15 @@ plugin, `backtest`'s replay, `import` and every view call (docs/calibration.md, 
 baseline").
 
 The store only fetches: for each stored (coordinate, run) row it hands over the facts below, newest run
-first. `standing` says whether the row's values join the baseline and why; `window_rows` cuts the joining
-rows to tonight's window. What a write does to those facts afterwards (a rejoin, an accepted shift) is
-here too, so that a replay holding its history in memory changes it exactly as the store does.
+first. `standing` says whether the row's values join the baseline and why; `joining` walks the rows that
+do, newest first, of which tonight's window is each step's newest `window` values. What a write does to
+those facts afterwards (a rejoin, an accepted shift) is here too, so that a replay holding its history in
+memory changes it exactly as the store does.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple, TypeVar
 
@@ -37,6 +37,21 @@ class Facts:
     run_override: bool | None = None  # trust set by hand on the whole run (`trust`, `untrust`)
     rejoined: str | None = None  # `recovered` or `shift N`: a failed value that joined later
     before_shift: bool = False  # older than the first run of an accepted shift of the coordinate
+
+    @classmethod
+    def stored(cls, columns: Sequence[object], before: object) -> Facts:
+        """The facts as a store's driver hands them over: the gate's own verdict, the run's, trust set
+        by hand on the gate and on the run, the rejoin (store/statements.py FACT_COLUMNS, in that order;
+        SQLite's booleans are 0 and 1, NULL is None), and whether an accepted shift starts after it."""
+        own, run_trusted, override, run_override, rejoined = columns
+        return cls(
+            gate_trusted=None if own is None else bool(own),
+            run_trusted=bool(run_trusted),
+            override=None if override is None else bool(override),
+            run_override=None if run_override is None else bool(run_override),
+            rejoined=None if rejoined is None else str(rejoined),
+            before_shift=bool(before),
+        )
 
 
 class Standing(NamedTuple):
@@ -93,15 +108,6 @@ def joining(rows: Iterable[T], facts_of: Callable[[T], Facts], baseline: Baselin
             return
         if joins(facts, baseline):
             yield row
-
-
-def window_rows(
-    rows: Iterable[T], facts_of: Callable[[T], Facts], baseline: Baseline, window: int
-) -> tuple[list[T], bool]:
-    """The newest `window` joining rows of `rows` (newest first), and whether another joining row lies
-    beyond them."""
-    chosen = list(itertools.islice(joining(rows, facts_of, baseline), window + 1))
-    return chosen[:window], len(chosen) > window
 
 
 # What a write changes: the SQL of store/follow.py does the same to the stored rows

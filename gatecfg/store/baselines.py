@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from gatecfg.membership import Baseline
+from gatecfg.membership import Baseline, Facts
 from gatecfg.store.engine import driver_rows
 from gatecfg.store.statements import (
     FINITE,
@@ -32,7 +32,6 @@ from gatecfg.store.windowing import (
     chunked_by_pairs,
     chunks,
     decided,
-    facts_of,
     joining_runs,
     max_pairs,
     short_of_window,
@@ -188,7 +187,7 @@ def _walks(
             coordinate, coordinate_pk, low, high, run_pk, digest = row[:6]
             if coordinate not in found:
                 found[coordinate] = Walked(coordinate_pk, [], (low, high))
-            found[coordinate].candidates.append(Candidate(run_pk, digest, facts_of(row[8:13], row[13])))
+            found[coordinate].candidates.append(Candidate(run_pk, digest, Facts.stored(row[8:13], row[13])))
         return found
     query = sqlite_walk(hashes, exclude_run_id)  # no LATERAL: JSON arrays
     for coordinate, coordinate_pk, runs_found, low, high in conn.execute(query, params):

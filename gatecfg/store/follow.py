@@ -12,10 +12,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from gatecfg.membership import Facts
 from gatecfg.shifts import Recent, Shift
 from gatecfg.store.statements import FACT_COLUMNS, FINITE, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs, shifts
-from gatecfg.store.windowing import chunks, facts_of
+from gatecfg.store.windowing import chunks
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def recent(
                     run_id=row.run_id,
                     commit=row.commit_sha,
                     created_at=row.created_at,
-                    facts=facts_of(row[5:10], row.before_shift),
+                    facts=Facts.stored(row[5:10], row.before_shift),
                     change=None if row.change is None else float(row.change),
                     meta=json.loads(row.meta) if row.meta else {},
                 )

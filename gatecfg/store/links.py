@@ -21,7 +21,7 @@ from gatecfg.membership import Baseline, Facts, joining
 from gatecfg.store.baselines import values_of_runs
 from gatecfg.store.statements import ACTIVE_CARRY, FACT_COLUMNS, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import carries, coordinates, run_coordinates, runs
-from gatecfg.store.windowing import chunks, facts_of
+from gatecfg.store.windowing import chunks
 
 ACTIVE = ACTIVE_CARRY
 # Each target brings itself and its sources as bound literals; a few hundred keep the statement small.
@@ -267,5 +267,5 @@ def _candidates(
     found: dict[str, list[tuple[tuple[int, int], str, Facts]]] = {}
     for row in conn.execute(query):
         target, coordinate_pk, run_pk, digest = row[:4]
-        found.setdefault(target, []).append(((coordinate_pk, run_pk), digest, facts_of(row[4:9], row[9])))
+        found.setdefault(target, []).append(((coordinate_pk, run_pk), digest, Facts.stored(row[4:9], row[9])))
     return found

@@ -206,14 +206,7 @@ def history_row(columns: Sequence[Any], coordinate: CoordinateSpec, created_at: 
     starts after it), with the run's time as the reader decoded it."""
     (_, step, value, status, ref, lo, hi, sd, run_id, commit, branch, _, gate_trusted, trust_override,
      own_trust, own_override, rejoined, before_shift) = columns  # fmt: skip
-    facts = Facts(
-        gate_trusted=None if own_trust is None else bool(own_trust),
-        run_trusted=bool(gate_trusted),
-        override=None if own_override is None else bool(own_override),
-        run_override=None if trust_override is None else bool(trust_override),
-        rejoined=rejoined,
-        before_shift=bool(before_shift),
-    )
+    facts = Facts.stored((own_trust, gate_trusted, own_override, trust_override, rejoined), before_shift)
     return HistoryRow(
         run_id=run_id,
         commit=commit,

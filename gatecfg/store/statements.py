@@ -39,7 +39,7 @@ ACTIVE_CARRY = carries.c.undone_at.is_(None)
 
 
 # What gatecfg.membership reads of a candidate (coordinate, run) row to decide whether its values join the
-# baseline: the store hands these over and decides nothing (windowing.facts_of reads them, in this order).
+# baseline: the store hands these over and decides nothing (`Facts.stored` reads them, in this order).
 FACT_COLUMNS = (
     run_coordinates.c.gate_trusted,
     runs.c.gate_trusted,

@@ -73,20 +73,6 @@ def _facts(candidate: Candidate) -> Facts:
     return candidate.facts
 
 
-def facts_of(row: Sequence[Any], before: Any) -> Facts:
-    """The facts of a candidate row: the values of statements.FACT_COLUMNS as a driver hands them over
-    (0 and 1 on SQLite), and whether the row is older than an accepted shift's first run."""
-    own, run_trusted, override, run_override, rejoined = row
-    return Facts(
-        gate_trusted=None if own is None else bool(own),
-        run_trusted=bool(run_trusted),
-        override=None if override is None else bool(override),
-        run_override=None if run_override is None else bool(run_override),
-        rejoined=rejoined,
-        before_shift=bool(before),
-    )
-
-
 def trim(
     windows: Mapping[str, WindowRuns], span: Mapping[str, tuple[str, str]], window: int
 ) -> tuple[list[str], list[str]]:
@@ -223,4 +209,4 @@ def walked(runs_json: str) -> list[Candidate]:
     [run_pk, steps_digest, created_at, pk, *FACT_COLUMNS, before_shift], whose order an aggregate does not
     promise."""
     rows: list[list[Any]] = sorted(json.loads(runs_json), key=lambda run: (run[2], run[3]), reverse=True)
-    return [Candidate(row[0], row[1], facts_of(row[4:9], row[9])) for row in rows]
+    return [Candidate(row[0], row[1], Facts.stored(row[4:9], row[9])) for row in rows]
