@@ -145,7 +145,7 @@ class Backfill:
         made, `rejoined` holds the values a later night let rejoin (the lists `shifts`, `rejoined` and
         `untrusted` grow in place, so a writer handed them before the runs reads them complete after)."""
         check_shapes(self.test, self.export)
-        replayer = Replayer(self.test, self.series, self.test.policy)
+        replayer = Replayer(self.test, self.series, self.test.policy, hand_over=True)
         earlier = iter(stored)
         pending = next(earlier, None)
         imported: set[str] = set()

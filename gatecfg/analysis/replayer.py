@@ -313,7 +313,8 @@ class Replayer:
 
     The gates of `keep` (metrics; None: all) are judged and hold their history. With `inject`, each night
     is judged a second time with that regression injected, against the same baselines; the injected
-    values are never stored and never decide anything.
+    values are never stored and never decide anything. With `hand_over`, each `RunReplay` carries what its
+    night stored (`stored`: what an import writes); a backtest, which keeps every night, does without.
     """
 
     def __init__(
@@ -324,8 +325,10 @@ class Replayer:
         *,
         keep: Collection[str] | None = None,
         inject: Shift | None = None,
+        hand_over: bool = False,
     ) -> None:
         self.test = test
+        self._hand_over = hand_over
         self.policy = policy
         self._gates = [g for g in test.gates if keep is None or g.metric in keep]
         self._inject = inject
@@ -361,7 +364,8 @@ class Replayer:
         stored = self._write(run, results, followed, now)
         self._nights += 1
         is_trusted = run.trust_override if run.trust_override is not None else trusted(results)
-        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected, followed, stored)
+        kept = stored if self._hand_over else {}
+        return RunReplay(run, {r.gate.metric: r for r in results}, is_trusted, injected, followed, kept)
 
     def _write(
         self, run: StoredRun, results: Sequence[GateVerdicts], followed: Following, now: datetime
