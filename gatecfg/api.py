@@ -39,6 +39,7 @@ def evaluate(
     require_history: bool = False,
     write_override: str | None = None,
     meta: Mapping[str, str] | None = None,
+    confirm_with: Metrics | None = None,
 ) -> RunReport:
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
 
@@ -54,7 +55,8 @@ def evaluate(
     `write_override` gives the reason it is written anyway (stored with the run). `meta` is what the run
     carries beyond its identity (`{"image": "26.04"}`, as `--meta image=26.04`): stored with the run, with
     what the CI tells of its runner, and named in the report when a gate fails and it differs from the
-    baseline's newest run.
+    baseline's newest run. `confirm_with` is a second run of the same code (metrics as `metrics`): a gate
+    fails the job only where both runs fail it (docs/evaluate.md, "Confirmation").
 
     Raises `GateFileError` (invalid gate files, or none for `test`), `RecordError` (invalid metrics),
     `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
@@ -73,6 +75,7 @@ def evaluate(
     _check_argument("require_history", require_history, bool)
     _check_argument("series", series, Mapping | None)
     _check_argument("meta", meta, Mapping | None)
+    _check_argument("confirm_with", confirm_with, Mapping | str | os.PathLike | Sequence | Record | None)
     labels = settings.series_labels(None if series is None else dict(series))
     # The CLI's `--series`, `--meta` and `--override-write-policy` are checked by the same validators.
     for name, given in (("series", labels), ("meta", meta or {})):
@@ -97,6 +100,7 @@ def evaluate(
             require_history=require_history,
             write_override=override,
             meta=dict(meta or {}),
+            confirm_with=confirm_with,
         )
     )
 

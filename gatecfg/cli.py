@@ -122,6 +122,14 @@ def build_parser() -> Parser:
         "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
     )
     p.add_argument(
+        "--confirm-with",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="the record of a second run of the same code (repeatable, as --record): a gate fails the job "
+        "only where both runs fail it (one slow run is not a regression)",
+    )
+    p.add_argument(
         "--write",
         action="store_true",
         help="store the run into history (nightlies only); the first one creates a SQLite store",
@@ -343,7 +351,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     # Checked here, so that a bad reason is named by its flag rather than by the API's `write_override`.
     check_override(args.override_write_policy, write=args.write)
     outputs = _outputs(args)
-    reads = Reads(store=db_url(args.db), records=args.record, gates=args.gates, settings=settings_file())
+    records = [*args.record, *(args.confirm_with or [])]
+    reads = Reads(store=db_url(args.db), records=records, gates=args.gates, settings=settings_file())
     files = [("--output" if index == 0 else "--report", o.path) for index, o in enumerate(outputs)]
     check_outputs([(flag, path) for flag, path in files if path is not None], reads)
     summary = open_outputs(outputs, reads)
@@ -361,6 +370,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         require_history=args.require_history,
         write_override=args.override_write_policy,
         meta=run_meta(args.meta),
+        confirm_with=args.confirm_with,
     )
     return print_report(report, outputs, summary, verbose=args.verbose)
 

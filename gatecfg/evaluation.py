@@ -19,7 +19,7 @@ from gatecfg.following import Following, follow
 from gatecfg.gitrev import head_commit
 from gatecfg.keys import series_key
 from gatecfg.provenance import provenance
-from gatecfg.records import Metrics, read_metrics
+from gatecfg.records import Metrics, Record, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
 from gatecfg.report.labels import series_text
@@ -29,6 +29,7 @@ from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
+from gatecfg.windows import Baselines
 from gatecfg.write_policy import check_write
 
 
@@ -49,6 +50,8 @@ class Request:
     # --override-write-policy REASON, stored with the run: as each entry point's `check_override` gave it.
     write_override: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
+    # A second run of the same code (--confirm-with): a gate fails only where both runs fail it.
+    confirm_with: Metrics | None = None
 
 
 def run_evaluation(req: Request) -> RunReport:
@@ -63,6 +66,8 @@ def run_evaluation(req: Request) -> RunReport:
     if req.write:
         check_write_policy(resolved, override, job)
     record = read_metrics(req.records)
+    # Read up front, so that a broken confirmation record is an error whatever tonight's verdicts are.
+    second = None if req.confirm_with is None else read_metrics(req.confirm_with)
     series = series_key(test, labels)
     selected = [
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
@@ -89,6 +94,7 @@ def run_evaluation(req: Request) -> RunReport:
             exclude_run_id=origin.run_id,
         )
         results = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
+        unconfirmed = _unconfirmed(second, resolved, series, results, baselines, enforce=req.enforce)
         warnings = _rekeys(store, resolved, series, results)
         # A gate with history proves the series has some; only an all-cold run pays for the query.
         unseen = not any(r.has_history for r in results) and not store.has_runs(
@@ -109,6 +115,7 @@ def run_evaluation(req: Request) -> RunReport:
             meta=origin.meta,
         )
         notes += followed.notes()
+        notes += [f"NOT CONFIRMED: {_not_confirmed(r)}" for r in results if r.coordinate in unconfirmed]
         notes += [missing_note(r) for r in results if r.missing]
         notes += record.spelling_notes([gate.metric for gate in resolved.gates])
         is_trusted = trusted(results)
@@ -155,7 +162,7 @@ def run_evaluation(req: Request) -> RunReport:
             ),
             results=results,
             warnings=warnings,
-            exit_code=EXIT_GATE_FAILED if unseen and required else _exit_code(results, followed),
+            exit_code=EXIT_GATE_FAILED if unseen and required else _exit_code(results, followed, unconfirmed),
             store=store.url,
             enforce_disabled=not req.enforce,
             notes=notes,
@@ -166,10 +173,48 @@ def run_evaluation(req: Request) -> RunReport:
         )
 
 
-def _exit_code(results: Sequence[GateVerdicts], followed: Following) -> int:
-    """The verdicts' exit code, less the failures on unchanged code `policy.same_code: warn` excuses."""
-    excused = followed.excused()
+def _exit_code(results: Sequence[GateVerdicts], followed: Following, unconfirmed: set[str]) -> int:
+    """The verdicts' exit code, less the failures on unchanged code `policy.same_code: warn` excuses and
+    those the confirmation run did not show."""
+    excused = followed.excused() | unconfirmed
     return exit_code([r for r in results if r.coordinate not in excused])
+
+
+def _unconfirmed(
+    second: Record | None,
+    resolved: ResolvedTest,
+    series: str,
+    results: Sequence[GateVerdicts],
+    baselines: Baselines,
+    *,
+    enforce: bool,
+) -> set[str]:
+    """The coordinates whose gate fails the run but not its confirmation run (`second`), judged against
+    the same baselines: one slow run is not a regression, what both runs show is."""
+    failing = [r for r in results if r.blocks_trust]
+    if second is None or not failing:
+        return set()
+    wanted = {r.gate.metric for r in failing}
+    again = evaluate(
+        [
+            (gate, gate.coordinate(series), select(second, gate.metric, gate.steps, gated=gate.gated))
+            for gate in resolved.gates
+            if gate.metric in wanted
+        ],
+        baselines,
+        resolved.policy,
+        enforce=enforce,
+    )
+    confirmed = {r.coordinate for r in again if r.blocks_trust}
+    return {r.coordinate for r in failing} - confirmed
+
+
+def _not_confirmed(result: GateVerdicts) -> str:
+    return (
+        f"{result.gate.metric} failed on this run but not on its confirmation run of the same code "
+        "(--confirm-with): one slow run, not a regression; not failing the job (its values stay out of "
+        "the baseline)"
+    )
 
 
 def _changes(newest: RunRow | None, *, commit: str | None, meta: Mapping[str, str]) -> Changes | None:
