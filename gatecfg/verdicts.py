@@ -143,10 +143,11 @@ def evaluate(
     policy: Policy,
     *,
     enforce: bool = True,
+    keep_bands: bool = False,
 ) -> list[GateVerdicts]:
     """The verdicts of every selected coordinate of every gate (`(gate, coordinate hash, selection)`), one
-    `GateVerdicts` per gate in the order given. A gate that selected nothing (a tracked metric whose every
-    value was NaN) has no verdicts, and no entry."""
+    `GateVerdicts` per gate in the order given (`keep_bands`: see `GateVerdicts`). A gate that selected
+    nothing (a tracked metric whose every value was NaN) has no verdicts, and no entry."""
     return [
         GateVerdicts(
             gate=gate,
@@ -155,6 +156,7 @@ def evaluate(
             window=baselines.window(coordinate),
             policy=policy,
             enforced=enforce and gate.enforce and gate.gated,
+            keep_bands=keep_bands,
         )
         for gate, coordinate, selection in gates
         if selection

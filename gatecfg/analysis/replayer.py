@@ -349,7 +349,8 @@ class Replayer:
             for _, coordinate, _ in selections
             if (found := self.histories[coordinate].window(self.policy.baseline, self.policy.window))
         }
-        results = evaluate(selections, Baselines(windows), self.policy)
+        # Every night is stored: its bands are computed once, up front (the statuses are the same).
+        results = evaluate(selections, Baselines(windows), self.policy, keep_bands=True)
         followed = follow(
             self._memory,
             results,
