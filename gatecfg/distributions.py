@@ -1,6 +1,8 @@
 """The few quantiles the budget rule needs, without scipy: Student t (exact, by bisection of its closed-form
-CDF), chi-square (Wilson-Hilferty) and the normal. scipy would cost every evaluate a second of imports and
-the core install over 100 MB for them; tests/test_budget.py checks them against scipy."""
+CDF), chi-square (Wilson-Hilferty) and the normal; and the binomial tail that says whether a gate's own
+record breaks its promise. scipy would cost every evaluate a second of imports and the core install over
+100 MB for them; tests/test_budget.py checks the quantiles against scipy, tests/test_regimes.py the tail
+against the exact sum."""
 
 from __future__ import annotations
 
@@ -70,3 +72,30 @@ def t_upper_tail(t: float, df: int) -> float:
 
 
 NORMAL = NormalDist()
+
+
+def binomial_log_tail(k: int, at_least: int, p: float) -> float:
+    """`ln P(X >= at_least)` for `X ~ Binomial(k, p)`, with `at_least` above the mean `k p` (the terms
+    then fall from the first on: with `p < 1/2` and `at_least >= k/2` each is at most `p / (1 - p)` times
+    the one before), so the sum stops once they are below double precision beside the first."""
+    log_p, log_q = math.log(p), math.log1p(-p)
+    whole = math.lgamma(k + 1)
+    terms: list[float] = []
+    for i in range(at_least, k + 1):
+        terms.append(whole - math.lgamma(i + 1) - math.lgamma(k - i + 1) + i * log_p + (k - i) * log_q)
+        if terms[-1] < terms[0] - 40:  # e^-40: below double precision beside the first
+            break
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+# How unlikely a gate's record must be under its promise before a report says it breaks it.
+BREAKS_PROMISE_ALPHA = 0.01
+
+
+def breaks_promise(failures: int, nights: int, promise: float) -> bool:
+    """Whether `failures` of `nights` is more than twice the share `promise` allows, and more than chance
+    would give (one-sided binomial at BREAKS_PROMISE_ALPHA)."""
+    if nights <= 0 or failures <= 2 * promise * nights:
+        return False
+    return binomial_log_tail(nights, failures, promise) < math.log(BREAKS_PROMISE_ALPHA)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from gatecfg.distributions import breaks_promise
 from gatecfg.resolve import Policy
 from gatecfg.same_code import Earlier, SameCode, find
 from gatecfg.shifts import Recent, Shift, Stale, find_shift, find_stale
@@ -34,11 +35,13 @@ class Following:
     rejoin: Sequence[str] = ()  # coordinates whose failed values rejoin their baselines, if written
     accept: Sequence[Shift] = field(default_factory=tuple)  # the shifts tonight accepts, if written
     same_code: Sequence[SameCode] = ()  # failures on the code of a stored run that passed the gate
+    noisy: Sequence[str] = ()  # budget gates whose own newest nightlies break their promise, said once
 
     def notes(self) -> list[str]:
         """One line per shift, stale baseline and failure on unchanged code, for every report format."""
         lines = [("SHIFT ACCEPTED: " if s.accepted else "SHIFTED: ") + s.describe() for s in self.shifts]
         lines += [f"SAME CODE: {s.describe()}" for s in self.same_code]
+        lines += [f"NOISY GATE: {line}" for line in self.noisy]
         return lines + [f"STALE BASELINE: {s.describe()}" for s in self.stale]
 
     def excused(self) -> set[str]:
@@ -72,6 +75,7 @@ def follow(
     shifts: list[Shift] = []
     stale: list[Stale] = []
     same: list[SameCode] = []
+    noisy: list[str] = []
     for r in asking:
         runs = recent.get(r.coordinate, [])
         if r.blocks_trust and r.failing:
@@ -86,6 +90,8 @@ def follow(
             )
             if found_same is not None:
                 same.append(found_same)
+            if (record := _broken_promise(r, runs)) is not None:
+                noisy.append(record)
             shift = find_shift(
                 metric=r.gate.metric,
                 coordinate=r.coordinate,
@@ -101,7 +107,23 @@ def follow(
         if found is not None:
             stale.append(found)
     accepted = tuple(s for s in shifts if s.accepted)
-    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=accepted, same_code=same)
+    return Following(shifts=shifts, stale=stale, rejoin=rejoin, accept=accepted, same_code=same, noisy=noisy)
+
+
+def _broken_promise(result: GateVerdicts, recent: Sequence[Recent]) -> str | None:
+    """A budget gate failing tonight whose own newest nightlies (tonight's included) failed over twice its
+    `false_alarm`, more than chance would: what to consider, once in tonight's report."""
+    gate = result.gate
+    if gate.constraint is None or gate.constraint.budget is None:
+        return None
+    failures, nights = 1 + sum(r.failed for r in recent), 1 + len(recent)
+    if not breaks_promise(failures, nights, gate.false_alarm):
+        return None
+    return (
+        f"{gate.metric} failed {failures} of its {nights} newest nightlies, over twice its false_alarm "
+        f"{gate.false_alarm:.1%}: its noise has heavier tails than the rule prices; consider `min_change` "
+        f"(the smallest change that matters), and `gatecfg backtest --metric {gate.metric}` for its record"
+    )
 
 
 def change(result: GateVerdicts) -> float | None:

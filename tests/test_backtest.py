@@ -335,3 +335,21 @@ policy:
   window: 20
   min_history: 1
 """
+
+
+def test_evaluate_says_once_when_a_failing_budget_gates_own_nightlies_break_its_promise(
+    tmp_path: Path, db: str
+) -> None:
+    # Failed values that never rejoin (`accept_shift_after: never`) keep the slow nights out of the
+    # baseline, so each of them fails.
+    gates = write_gates(tmp_path, base=BUDGET_BASE + "  accept_shift_after: never\n")
+    rng = np.random.default_rng(36)
+    values = [1.0 + 0.01 * rng.standard_normal() + (0.5 if i % 12 == 11 else 0.0) for i in range(60)]
+    nightly(tmp_path, gates, db, [{REWARD: [(0, v)]} for v in values])
+    slow = gatecfg.evaluate(TEST, {REWARD: [(0, 5.0)]}, gates=gates, db=db)
+    assert [r.status for r in slow.results] == ["fail"]
+    [note] = [n for n in slow.notes if n.startswith("NOISY GATE: ")]
+    assert f"{REWARD} failed " in note
+    assert "over twice its false_alarm 1.0%" in note
+    calm = gatecfg.evaluate(TEST, {REWARD: [(0, 1.0)]}, gates=gates, db=db)
+    assert not any(n.startswith("NOISY GATE: ") for n in calm.notes)  # said when the gate fails

@@ -24,7 +24,6 @@ alarms, flips, drift, detection, and a budget gate's record beside its promise.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,8 +33,8 @@ import numpy.typing as npt
 
 from gatecfg import moments
 from gatecfg.analysis.false_alarm import Estimate, gate_estimate, step_estimate
-from gatecfg.analysis.noise import binomial_log_tail
 from gatecfg.analysis.replayer import Replay, Shift, StoredRun, replay
+from gatecfg.distributions import breaks_promise
 from gatecfg.membership import Baseline
 from gatecfg.models import MAX_STEP
 from gatecfg.resolve import ResolvedGate, ResolvedTest
@@ -44,8 +43,6 @@ from gatecfg.store import STATUSES
 from gatecfg.verdicts import STATUS_ORDER, Status
 
 FAILING: frozenset[str] = frozenset({"fail", "error"})
-# How unlikely a gate's record must be under its promise before backtest says it breaks it.
-OVER_PROMISE_ALPHA = 0.01
 Against = ResolvedTest | Literal["recorded"] | None
 
 
@@ -149,10 +146,9 @@ class GateReport:
     def over_promise(self) -> bool:
         """The gate's own record fails more than twice its promise, more than chance would (binomial,
         one-sided at 1%): its history's noise is not the noise the rule prices."""
-        p, rate = self.promise, self.tally.false_alarm_rate
-        if p is None or rate is None or rate <= 2 * p:
+        if self.promise is None:
             return False
-        return binomial_log_tail(self.tally.judged, self.tally.failures, p) < math.log(OVER_PROMISE_ALPHA)
+        return breaks_promise(self.tally.failures, self.tally.judged, self.promise)
 
     def as_json(self) -> dict[str, Any]:
         other_name, other = self.other

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from gatecfg.distributions import binomial_log_tail
+
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
 MIN_REGIME = 3
@@ -289,18 +291,3 @@ def median_beyond(regime: Array, rest: Array, noise: float, pool: Array) -> floa
     if p >= 0.5:
         return 0.0
     return -2 * (math.log(2) + binomial_log_tail(regime.size, (regime.size + 1) // 2, p))
-
-
-def binomial_log_tail(k: int, at_least: int, p: float) -> float:
-    """`ln P(X >= at_least)` for `X ~ Binomial(k, p)`, with `at_least` above the mean `k p` (the terms
-    then fall from the first on: with `p < 1/2` and `at_least >= k/2` each is at most `p / (1 - p)` times
-    the one before), so the sum stops once they are below double precision beside the first."""
-    log_p, log_q = math.log(p), math.log1p(-p)
-    whole = math.lgamma(k + 1)
-    terms: list[float] = []
-    for i in range(at_least, k + 1):
-        terms.append(whole - math.lgamma(i + 1) - math.lgamma(k - i + 1) + i * log_p + (k - i) * log_q)
-        if terms[-1] < terms[0] - 40:  # e^-40: below double precision beside the first
-            break
-    top = max(terms)
-    return top + math.log(sum(math.exp(t - top) for t in terms))
