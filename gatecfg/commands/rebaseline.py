@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gatecfg.analysis.importer import parse_date
 from gatecfg.analysis.limits_edit import LimitsEdit, flow, write_limits
 from gatecfg.analysis.rebaseline import (
     Method,
@@ -24,6 +23,7 @@ from gatecfg.analysis.rebaseline import (
 )
 from gatecfg.analysis.series import Night, gate_nights, gate_of
 from gatecfg.band import fmt
+from gatecfg.dates import parse_date
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, load_tree
