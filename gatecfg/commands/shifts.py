@@ -90,7 +90,7 @@ def describe(r: ShiftRow) -> str:
     return (
         f"{r.pk}  {r.test}  {r.metric}: {r.direction}{size} from run {r.first_run_id}"
         f"{f' (commit {r.commit})' if r.commit else ''}, accepted {r.created_at:%Y-%m-%d %H:%M} UTC after "
-        f"{r.nightlies} nightlies (run {r.accepted_run_id}) · {state}"
+        f"{plural(r.nightlies, 'nightly', 'nightlies')} (run {r.accepted_run_id}) · {state}"
     )
 
 
