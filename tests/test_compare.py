@@ -124,3 +124,21 @@ def test_runs_of_two_tests_are_exit_2(seeded: Path, db: str, tmp_path: Path) -> 
         f"RUN_B: error: run other-1 is a run of test tests/e2e/test_other_ci.py, run night-03 of test {TEST}"
         in done.err
     )
+
+
+def test_runs_of_two_series_of_a_test_are_compared_with_their_labels(
+    seeded: Path, db: str, tmp_path: Path
+) -> None:
+    record = write_record(tmp_path / "a100.jsonl", {"rollout/raw_reward": [(0, 0.2), (1, 0.75)]})
+    done = run_cli("evaluate", "--gates", seeded, "--test", TEST, "--record", record, "--db", db, "--write",
+                   "--run-id", "a100-1", "--series", "hardware=a100")  # fmt: skip
+    assert done.code == 0, done.err
+    found = compare_json(db, seeded, "night-19", "a100-1")
+    [gate] = found["gates"]  # type: ignore[misc]
+    assert gate["change"] == pytest.approx((0.75 - 0.5625) / 2)
+    # The first run of its series: no window before it, and no stored sd.
+    assert gate["b"]["spread"] is None
+    assert found["b"]["series"] == {"hardware": "a100"}  # type: ignore[index]
+    text = run_cli("compare", "night-19", "a100-1", "--db", db, "--gates", seeded).out
+    assert "b: run a100-1 (commit" in text
+    assert "hardware=a100" in text

@@ -102,14 +102,18 @@ def compare(
             )
         resolved = load_tree(gates).test(test)
         policy = resolved.policy
-        history = {m: store.history(test=test, metric=m) for m in store.metrics(test=test)}
+        # Only the two runs' series: a coordinate (and its window) lies within one series.
+        series = sorted({r.run.series_key for r in (first, second) if r is not None})
+        history = {
+            m: [row for key in series for row in store.history(test=test, metric=m, series_key=key)]
+            for m in store.metrics(test=test)
+        }
     window, baseline = policy.window, policy.baseline
     a = _stored_side(history, first, window=window, baseline=baseline)
     if second is not None:
         b = _stored_side(history, second, window=window, baseline=baseline)
     else:
-        series = first.run.series_key
-        b = _record_side(resolved, records, history, series, window=window, baseline=baseline)
+        b = _record_side(resolved, records, history, first.run.series_key, window=window, baseline=baseline)
     rows = _compared(a, b, per_step=per_step or fmt_name == "json")  # JSON always lists the steps
     if fmt_name == "json":
         print(json.dumps(_json(test, first, second, records, rows), indent=2))
