@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ def evaluate(
     write_override: str | None = None,
     meta: Mapping[str, str] | None = None,
     confirm_with: Metrics | None = None,
+    date: datetime | str | None = None,
 ) -> RunReport:
     """Judge one run of `test` against stored history, as `gatecfg evaluate` does.
 
@@ -56,12 +58,16 @@ def evaluate(
     carries beyond its identity (`{"image": "26.04"}`, as `--meta image=26.04`): stored with the run, with
     what the CI tells of its runner, and named in the report when a gate fails and it differs from the
     baseline's newest run. `confirm_with` is a second run of the same code (metrics as `metrics`): a gate
-    fails the job only where both runs fail it (docs/evaluate.md, "Confirmation").
+    fails the job only where both runs fail it (docs/evaluate.md, "Confirmation"). `date` (with `write`;
+    an aware datetime, or ISO 8601 text where no zone means UTC, never in the future) is the time the run
+    is stored at, for a backfill: it stamps the run only, the baseline is still the store's newest runs,
+    so a backfill writes its runs in date order.
 
     Raises `GateFileError` (invalid gate files, or none for `test`), `RecordError` (invalid metrics),
     `InputError` (another invalid argument) and `StoreError` (the history store could not be reached or
     written), each with the message the CLI prints.
     """
+    from gatecfg.dates import run_date
     from gatecfg.evaluation import Request, run_evaluation
     from gatecfg.provenance import check_label
     from gatecfg.records import Record
@@ -76,6 +82,7 @@ def evaluate(
     _check_argument("series", series, Mapping | None)
     _check_argument("meta", meta, Mapping | None)
     _check_argument("confirm_with", confirm_with, Mapping | str | os.PathLike | Sequence | Record | None)
+    _check_argument("date", date, datetime | str | None)
     labels = settings.series_labels(None if series is None else dict(series))
     # The CLI's `--series`, `--meta` and `--override-write-policy` are checked by the same validators.
     for name, given in (("series", labels), ("meta", meta or {})):
@@ -84,6 +91,7 @@ def evaluate(
     if "test" in labels:
         raise InputError.at("series", "`test` is not a label: the test is always part of the series")
     override = check_override(write_override, write=write, where="write_override", needs="write=True")
+    created_at = None if date is None else run_date(date, write=write, where="date", needs="write=True")
     return run_evaluation(
         Request(
             gates=settings.gates_root(gates),
@@ -101,6 +109,7 @@ def evaluate(
             write_override=override,
             meta=dict(meta or {}),
             confirm_with=confirm_with,
+            created_at=created_at,
         )
     )
 

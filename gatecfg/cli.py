@@ -135,6 +135,12 @@ def build_parser() -> Parser:
         help="store the run into history (nightlies only); the first one creates a SQLite store",
     )
     p.add_argument(
+        "--date",
+        metavar="ISO8601",
+        help="with --write: store the run at this past time, not now (a backfill; no zone means UTC); "
+        "the baseline is still the store's newest runs, so backfill in date order",
+    )
+    p.add_argument(
         "--require-history",
         action="store_true",
         help="exit 1 when the store holds no run of this series (default: a notice, every gate cold)",
@@ -345,11 +351,15 @@ def _outputs(args: argparse.Namespace) -> list[Output]:
 def _evaluate(args: argparse.Namespace) -> int:
     from gatecfg.api import evaluate
     from gatecfg.commands.evaluate import open_outputs, print_report
+    from gatecfg.dates import run_date
     from gatecfg.outputs import Reads, check_outputs, settings_file
     from gatecfg.write_policy import check_override
 
     # Checked here, so that a bad reason is named by its flag rather than by the API's `write_override`.
     check_override(args.override_write_policy, write=args.write)
+    date = (
+        None if args.date is None else run_date(args.date, write=args.write, where="--date", needs="--write")
+    )
     outputs = _outputs(args)
     records = [*args.record, *(args.confirm_with or [])]
     reads = Reads(store=db_url(args.db), records=records, gates=args.gates, settings=settings_file())
@@ -371,6 +381,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         write_override=args.override_write_policy,
         meta=run_meta(args.meta),
         confirm_with=args.confirm_with,
+        date=date,
     )
     return print_report(report, outputs, summary, verbose=args.verbose)
 

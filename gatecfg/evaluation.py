@@ -52,6 +52,9 @@ class Request:
     meta: Mapping[str, str] = field(default_factory=dict)  # --meta KEY=VALUE, stored with the run
     # A second run of the same code (--confirm-with): a gate fails only where both runs fail it.
     confirm_with: Metrics | None = None
+    # --date: the written run's time (aware, checked by dates.run_date), else now. It stamps the run only:
+    # the baseline is still the store's newest runs, so a backfill writes its runs in date order.
+    created_at: datetime | None = None
 
 
 def run_evaluation(req: Request) -> RunReport:
@@ -102,7 +105,7 @@ def run_evaluation(req: Request) -> RunReport:
         )
         required = req.require_history or resolved.policy.require_history
         notes = [_no_history(test, labels, store.url, required=required)] if unseen else []
-        now = datetime.now(UTC)
+        now = datetime.now(UTC) if req.created_at is None else req.created_at
         followed = follow(
             store,
             results,

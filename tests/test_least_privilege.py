@@ -171,9 +171,10 @@ def test_only_the_documented_prune_role_may_prune(roles: tuple[str, str, str], t
     assert "permission denied for table coordinates" in refused.err
     pruned = run_cli("prune", "--orphaned", "--yes", "--gates", gates, "--db", prune)
     assert pruned.code == 0, pruned.err
-    assert "(1 values)" in pruned.out
+    assert "(1 value)" in pruned.out
     left = run_cli("history", "--test", TEST, "--metric", "eval/score", "--db", ci, "--format", "json")
-    assert json.loads(left.out) == []
+    assert left.code == 2  # the coordinate is gone: nothing of eval/score is stored any more
+    assert "no stored values of eval/score" in left.err
     assert "must be owner of table runs" in _denied(prune, "DROP TABLE runs")  # and still no DDL
 
 

@@ -14,6 +14,7 @@ from gatecfg.analysis.false_alarm import Estimate
 from gatecfg.band import fmt
 from gatecfg.escape import html_text
 from gatecfg.resolve import ResolvedGate
+from gatecfg.wording import plural
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #1c1c1c; }
@@ -152,7 +153,7 @@ def _latest(series: SeriesView) -> str:
     trust = "trusted" if series.latest_trusted else "untrusted"
     date = "-" if series.latest_date is None else f"{series.latest_date:%Y-%m-%d %H:%M}"
     return (
-        f"{series.runs} runs; latest <code>{_e(series.latest_run)}</code> at commit "
+        f"{plural(series.runs, 'run')}; latest <code>{_e(series.latest_run)}</code> at commit "
         f"<code>{_e((series.latest_commit or '-')[:12])}</code>, {_e(date)} UTC, {trust}"
     )
 

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import BinaryIO, Literal, cast
@@ -40,6 +40,7 @@ from typing import BinaryIO, Literal, cast
 import numpy as np
 import orjson
 
+from gatecfg.dates import parse_date
 from gatecfg.errors import InputError, Location
 from gatecfg.models import MAX_STEP
 from gatecfg.records import Column, Record, shorten
@@ -278,25 +279,6 @@ def _kind(path: Path, text: str) -> str:
     if suffix in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
     return "jsonl" if text.lstrip().startswith("{") else "csv"
-
-
-def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
-    text = raw.strip()
-    try:
-        value = datetime.fromisoformat(text)
-        # Near the ends of time a zone's offset moves the instant out of datetime's range.
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except OverflowError:
-        raise InputError.at(
-            location, f"`{shorten(text)}` is out of the range of dates", dotted=dotted, hint="check the year"
-        ) from None
-    except ValueError:
-        raise InputError.at(
-            location,
-            f"`{shorten(text)}` is not an ISO 8601 date",
-            dotted=dotted,
-            hint="write e.g. 2024-05-01 or 2024-05-01T02:30:00Z (a time without a zone is read as UTC)",
-        ) from None
 
 
 def _number(raw: str, location: Location, dotted: str) -> float:

@@ -31,6 +31,7 @@ from gatecfg import moments
 from gatecfg.analysis.regimes import Regime, find_regimes
 from gatecfg.analysis.series import Night, analysable
 from gatecfg.resolve import Policy, ResolvedGate
+from gatecfg.wording import plural
 
 Method = Literal["minmax", "quantile"]
 Side = Literal["min", "max"]
@@ -182,7 +183,7 @@ def _drift_refusal(regime: Regime) -> str | None:
         return None
     since = regime.first_run + (f" at {regime.first_commit[:12]}" if regime.first_commit else "")
     return (
-        f"no limits proposed: the current regime ({regime.n} runs since {since}) drifts by "
+        f"no limits proposed: the current regime ({plural(regime.n, 'run')} since {since}) drifts by "
         f"{regime.slope:+.3g}/night ({regime.drift_total:+.3g} so far), so limits from it would be "
         "out of date within days; find what drives the drift, or choose runs with --last N or --since REV"
     )

@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 
-from gatecfg.analysis.importer import Entry, Export, ImportedRun, Scratch, checked, entry_of, parse_date
+from gatecfg.analysis.importer import Entry, Export, ImportedRun, Scratch, checked, entry_of
+from gatecfg.dates import parse_date
 from gatecfg.errors import InputError, Location
 from gatecfg.records import read_records
 from gatecfg.resolve import display_path

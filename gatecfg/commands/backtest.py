@@ -16,6 +16,7 @@ from gatecfg.report.labels import series_text
 from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import TextReport, stage
+from gatecfg.wording import plural
 
 FLIPS_SHOWN = 10  # per row in the text report; JSON lists them all
 
@@ -53,7 +54,7 @@ def backtest_command(
     runs_seen = 0
     with (
         Store.open(db) as store,
-        stage("gatecfg backtest", f"replaying {len(tests)} test(s)", total=len(tests)) as advance,
+        stage("gatecfg backtest", f"replaying {plural(len(tests), 'test')}", total=len(tests)) as advance,
     ):
         for resolved in tests:
             against: Against = "recorded"
@@ -129,7 +130,7 @@ def _text(
         if compared == "recorded"
         else f"the gates at {compared}"
     )
-    out.line(f"gatecfg backtest: {runs} stored runs of {len(tests)} tests from {url}")
+    out.line(f"gatecfg backtest: {plural(runs, 'stored run')} of {plural(len(tests), 'test')} from {url}")
     out.line(f"flips are measured against {against}")
     for replayed in sorted({describe_policy(t.policy) for t in tests}):
         out.line(f"each run replayed as its nightly `evaluate --write` would have judged it: {replayed}")
@@ -186,7 +187,8 @@ def _text(
             if not r.flips:
                 continue
             step = "" if r.step is None else f" step {'last' if r.step == -1 else r.step}"
-            out.line(f"  {r.metric}{step}: {len(r.flips)} runs flip")
+            flips = len(r.flips)
+            out.line(f"  {r.metric}{step}: {plural(flips, 'run')} {'flips' if flips == 1 else 'flip'}")
             for flip in r.flips[:FLIPS_SHOWN]:
                 commit = flip.commit or "-"
                 out.line(f"    {flip.run_id}  commit {commit}  {flip.before} -> {flip.after}")

@@ -8,11 +8,15 @@ from typing import Any
 
 from gatecfg.band import Band, fmt, near
 from gatecfg.commands.shifts import describe
-from gatecfg.errors import EXIT_OK
+from gatecfg.errors import EXIT_OK, InputError
+from gatecfg.escape import terminal
 from gatecfg.keys import series_key
 from gatecfg.store import HistoryRow, Store
 from gatecfg.store.links import Carry
 from gatecfg.terminal import TextReport
+from gatecfg.wording import did_you_mean, plural
+
+LISTED = 10  # stored names a hint lists when none is near
 
 
 def history(
@@ -28,6 +32,8 @@ def history(
     series = series_key(test, labels) if labels is not None else None
     with Store.open(db) as store:
         rows = store.history(test=test, metric=metric, step=step, series_key=series, limit=limit)
+        if not rows:
+            _check_names(store, test, metric)
         carries = [c for c in store.carries(test=test, metric=metric) if series in (None, c.series_key)]
         shifted = [
             s
@@ -58,6 +64,37 @@ def history(
         ]
         print("\n".join(lines + [f"  {describe(s)}" for s in shifted]))
     return EXIT_OK
+
+
+def _check_names(store: Store, test: str, metric: str) -> None:
+    """Exit 2 when the test or the metric is not in the store, naming the stored ones near it (a typo
+    must not read as "no values yet"); a stored metric with no values in this series or step passes."""
+    metrics = store.metrics(test=test)
+    if metric in metrics:
+        return
+    if metrics:
+        raise InputError.at(
+            "--metric",
+            terminal(f"no stored values of {metric} for test {test} in {store.url}"),
+            hint=did_you_mean(metric, metrics, n=3) or f"stored for the test: {_listed(metrics)}",
+        )
+    tests = store.tests()
+    raise InputError.at(
+        "--test",
+        terminal(f"no stored run of test {test} in {store.url}"),
+        hint=did_you_mean(test, tests, n=3)
+        or (
+            f"stored tests: {_listed(tests)}"
+            if tests
+            else "the store holds no run yet: `gatecfg evaluate --write` stores a nightly"
+        ),
+    )
+
+
+def _listed(names: list[str]) -> str:
+    """Up to `LISTED` names, then how many more."""
+    more = len(names) - LISTED
+    return ", ".join(names[:LISTED]) + (f" and {plural(more, 'more', 'more')}" if more > 0 else "")
 
 
 def _carries(carries: list[Carry]) -> str:

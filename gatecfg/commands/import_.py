@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gatecfg.analysis.backfill import Backfill, check_runs, check_shapes, made_ahead, with_current_trust
-from gatecfg.analysis.importer import parse_date, read_export
+from gatecfg.analysis.importer import read_export
 from gatecfg.analysis.record_folder import read_record_folder, record_files, selects_records
 from gatecfg.analysis.replayer import describe_policy, stored_run
+from gatecfg.dates import parse_date
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
 from gatecfg.resolve import display_path, load_tree

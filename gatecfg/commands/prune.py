@@ -42,7 +42,7 @@ def prune_command(*, gates: Path, db: str, dry_run: bool, yes: bool) -> int:
             print(f"{count}; nothing deleted ({why})")
             return EXIT_OK
         deleted = store.prune({s.spec.coordinate: s.n_values for s in orphans})
-    print(f"deleted {count} ({deleted} values) from {store.url}")
+    print(f"deleted {count} ({plural(deleted, 'value')}) from {store.url}")
     return EXIT_OK
 
 
@@ -62,7 +62,7 @@ def keep_command(*, gates: Path, db: str, keep: int, dry_run: bool, yes: bool) -
             print(f"{_retention_count(planned)}; nothing deleted ({why})")
             return EXIT_OK
         done, deleted = store.retain(keep)
-    print(f"deleted {_retention_count(done)} ({deleted} values) from {store.url}")
+    print(f"deleted {_retention_count(done)} ({plural(deleted, 'value')}) from {store.url}")
     return EXIT_OK
 
 

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gatecfg.analysis.importer import parse_date
 from gatecfg.analysis.limits_edit import LimitsEdit, flow, write_limits
 from gatecfg.analysis.rebaseline import (
     Method,
@@ -24,10 +23,12 @@ from gatecfg.analysis.rebaseline import (
 )
 from gatecfg.analysis.series import Night, gate_nights, gate_of
 from gatecfg.band import fmt
+from gatecfg.dates import parse_date
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, load_tree
 from gatecfg.store import Store
+from gatecfg.wording import plural
 
 GIT_TIMEOUT_S = 30
 SHORT_SHA = 12
@@ -171,7 +172,7 @@ def _sha(commit: str | None, length: int = SHORT_SHA) -> str:
 def _evidence(p: Proposal) -> str:
     spread = "min/max" if p.method == "minmax" else "p5/p95"
     return (
-        f"{datetime.now(UTC):%Y-%m-%d}: {p.n_runs} runs {p.first_run}..{p.last_run} "
+        f"{datetime.now(UTC):%Y-%m-%d}: {plural(p.n_runs, 'run')} {p.first_run}..{p.last_run} "
         f"({_sha(p.first_commit, COMMENT_SHA)}..{_sha(p.last_commit, COMMENT_SHA)}), "
         f"{spread} {p.low:.4g}/{p.high:.4g} +{p.allowance:.0%}"
     )
@@ -185,11 +186,11 @@ def _text(
         lines.append("")
         lines.append(f"{p.gate.metric}  ({p.gate.file}:{p.gate.line})")
         lines.append(
-            f"  regime  {p.window.source}: {p.n_runs} runs {p.first_run} .. {p.last_run}, "
+            f"  regime  {p.window.source}: {plural(p.n_runs, 'run')} {p.first_run} .. {p.last_run}, "
             f"{p.start_date:%Y-%m-%d} .. {p.end_date:%Y-%m-%d}, commits {_sha(p.first_commit)} .. "
             f"{_sha(p.last_commit)}"
         )
-        values = f"  values  min {fmt(p.minimum)}, max {fmt(p.maximum)} over {p.n_values} values"
+        values = f"  values  min {fmt(p.minimum)}, max {fmt(p.maximum)} over {plural(p.n_values, 'value')}"
         if p.method == "quantile":
             values += f"; p5 {fmt(p.low)}, p95 {fmt(p.high)}"
         lines.append(values)
@@ -198,7 +199,7 @@ def _text(
             change = "unchanged" if dict(p.new) == dict(p.old) else f"{old} -> {flow(p.new)}"
             lines.append(
                 f"  limits  {change}  ({p.method}, allowance {p.allowance:.0%}); "
-                f"would fail {p.would_fail} of {p.n_runs} runs of the regime"
+                f"would fail {p.would_fail} of {plural(p.n_runs, 'run')} of the regime"
             )
         elif p.old:
             lines.append(f"  limits  {flow(p.old)} (unchanged)")
@@ -206,19 +207,20 @@ def _text(
         if long_enough is not None:
             if long_enough:
                 lines.append(
-                    f"  band    {p.trusted_runs} runs of the regime in its baseline >= window "
+                    f"  band    {plural(p.trusted_runs, 'run')} of the regime in its baseline >= window "
                     f"{p.window_size}: its baseline lies inside the current regime"
                 )
             else:
                 lines.append(
-                    f"  band    only {p.trusted_runs} runs of the regime in its baseline < window "
+                    f"  band    only {plural(p.trusted_runs, 'run')} of the regime in its baseline < window "
                     f"{p.window_size}: its baseline still averages up to "
-                    f"{p.window_size - p.trusted_runs} runs from before"
+                    f"{plural(p.window_size - p.trusted_runs, 'run')} from before"
                 )
             if p.untrusted_runs:
                 shown = ", ".join(p.untrusted_runs[:5]) + (" ..." if len(p.untrusted_runs) > 5 else "")
                 lines.append(
-                    f"          {len(p.untrusted_runs)} runs of the regime are out of its baseline now, its "
+                    f"          {plural(len(p.untrusted_runs), 'run')} of the regime "
+                    f"{'is' if len(p.untrusted_runs) == 1 else 'are'} out of its baseline now, its "
                     f"gate failed them ({shown}); if the shift was intended: gatecfg trust --run-id RUN"
                 )
     for note in notes:

@@ -247,6 +247,17 @@ def metric_overrides(conn: Connection, *, test: str) -> dict[str, dict[str, bool
     return found
 
 
+def stored_tests(conn: Connection) -> list[str]:
+    """The tests with a stored run, by name: what a test name that matches nothing is near."""
+    return list(conn.scalars(sa.select(runs.c.test).distinct().order_by(runs.c.test)))
+
+
+def stored_metrics(conn: Connection, *, test: str) -> list[str]:
+    """The metrics stored for one test (any series, any key), by name."""
+    query = sa.select(coordinates.c.metric).where(coordinates.c.test == test).distinct()
+    return list(conn.scalars(query.order_by(coordinates.c.metric)))
+
+
 def run_rows(conn: Connection, *, test: str | None) -> list[RunRow]:
     """Stored runs, newest first."""
     query = sa.select(runs, TRUSTED.label("trusted")).order_by(*NEWEST_FIRST)

@@ -360,6 +360,16 @@ class Store(StoreReads):
         with self._errors("read runs from the history store"), self._engine.connect() as conn:
             return reads.run_rows(conn, test=test)
 
+    def tests(self) -> list[str]:
+        """The tests with a stored run, by name."""
+        with self._errors("read runs from the history store"), self._engine.connect() as conn:
+            return reads.stored_tests(conn)
+
+    def metrics(self, *, test: str) -> list[str]:
+        """The metrics stored for `test`, by name."""
+        with self._errors("read coordinates from the history store"), self._engine.connect() as conn:
+            return reads.stored_metrics(conn, test=test)
+
     def inventory(self) -> Inventory:
         """Schema revision, rows per table and size (`gatecfg db status`)."""
         database = sa.make_url(self.url).database if self._engine.dialect.name == "sqlite" else None
