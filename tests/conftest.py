@@ -38,12 +38,15 @@ CI_VARIABLES = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _not_in_ci() -> Iterator[None]:
     """Tests run as on a developer's machine, also when CI runs them for a pull request (whose event
-    would make the write policy refuse every `evaluate --write`); write-policy tests set what they need."""
-    for variable in CI_VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
+    would make the write policy refuse every command that writes); write-policy tests set what they need.
+    For the whole session, so that module-scoped fixtures (a history imported once) see it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        for variable in CI_VARIABLES:
+            patch.delenv(variable, raising=False)
+        yield
 
 
 @pytest.fixture(autouse=True)
