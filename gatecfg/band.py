@@ -4,6 +4,8 @@ Band edges are rounded to 12 significant digits before they are compared or show
 a report prints is the number the verdict used (0.521875 - 0.2 * 0.521875 is 0.4175, not
 0.41750000000000004) and float noise never decides a verdict. The reference is rounded too, so a value
 that rounds to it is inside, even a zero-width band (`rel_up: 0`, `sigma_up` over identical nights).
+An absurd value of the window (moments.without_absurd: a night at 1e300 among nights near 1) is left out
+of the reference and the spread, which it would otherwise own.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Band:
     lo: float | None
     hi: float | None
     sd: float | None = None  # the window's sample standard deviation a sigma term used, else None
+    absurd: int = 0  # the window's absurd values, left out of the reference and the spread
 
     def contains(self, value: float) -> bool:
         # A value equal to the reference at the reference's 12 digits is inside, even a zero-width side
@@ -79,6 +82,8 @@ class Band:
         if self.ref is None:
             return fmt(value)
         text = f"{fmt(value)} vs {how} {fmt(self.ref)} of {self.n} night{'s' * (self.n != 1)}"
+        if self.absurd:
+            text += f" ({self.absurd} absurd left out)"
         if self.ref != 0 and math.isfinite(value - self.ref):
             text += f": {(value - self.ref) / abs(self.ref) * 100.0:+.1f}%"
         return text
@@ -153,15 +158,17 @@ def band(constraint: Constraint | None, history: Sequence[float], how: Reference
     """
     if not history:
         return Band(None, 0, None, None)
-    ref = reference(history, how)
+    kept = moments.without_absurd(history)
+    absurd = len(history) - len(kept)
+    ref = reference(kept, how)
     if constraint is None:
-        return Band(ref, len(history), None, None)
+        return Band(ref, len(history), None, None, absurd=absurd)
     # Only a sigma term needs the spread; a backtest builds millions of bands that have none.
     has_sigma = constraint.sigma_up is not None or constraint.sigma_down is not None
-    sd = spread(history) if has_sigma else None
+    sd = spread(kept) if has_sigma else None
     up = _width(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
     down = _width(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
-    return Band(ref, len(history), _edge(ref, down, -1.0), _edge(ref, up, 1.0), _finite(sd))
+    return Band(ref, len(history), _edge(ref, down, -1.0), _edge(ref, up, 1.0), _finite(sd), absurd)
 
 
 def _edge(ref: float, width: float | None, sign: float) -> float | None:
@@ -205,7 +212,8 @@ def bulk_bands(
     bulk (a median, a sigma term), so that the caller calls `band` per step.
 
     Bit for bit what `band` returns: a row whose mean or edge lies so near a 12-digit rounding boundary
-    that the bulk sum's rounding could move it across is computed by `band` itself.
+    that the bulk sum's rounding could move it across, or that may hold an absurd value, is computed by
+    `band` itself.
     """
     if how != "mean" or (
         constraint is not None and (constraint.sigma_up is not None or constraint.sigma_down is not None)
@@ -217,6 +225,7 @@ def bulk_bands(
         # What the pairwise sum may be off by, against math.fsum's exactly rounded one.
         error = np.abs(windows).sum(axis=1) / n * (n + 2) * _EPSILON
         ref, close = _bulk_tidy(mean, error)
+        close |= may_hold_absurd(windows)
         lo = np.full(len(ref), np.nan)
         hi = np.full(len(ref), np.nan)
         if constraint is not None:
@@ -224,11 +233,9 @@ def bulk_bands(
                 (hi, constraint.rel_up, constraint.abs_floor_up, 1.0),
                 (lo, constraint.rel_down, constraint.abs_floor_down, -1.0),
             ):
-                if rel is None and floor is None:
+                width = widths(rel, floor, None, ref, None)
+                if width is None:
                     continue
-                width = np.abs(ref) * rel if rel is not None else np.zeros_like(ref)
-                if floor is not None:
-                    width = np.maximum(width, floor)
                 edge, inexact = _bulk_tidy(ref + sign * width, np.zeros_like(ref))
                 edges[:] = np.where(np.isfinite(edge), edge, np.nan)
                 close |= inexact
@@ -264,6 +271,37 @@ def ragged_bands(
             exact = band(constraint, windows[row, :size].tolist(), how)
             ref[row], lo[row], hi[row] = (np.nan if x is None else x for x in (exact.ref, exact.lo, exact.hi))
     return ref, lo, hi
+
+
+def may_hold_absurd(windows: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Rows that may hold an absurd value (moments.without_absurd), for `band` to judge: those with a
+    value beyond half the reach, so that numpy's rounding of the median can never hide one."""
+    low, high = windows.min(axis=1), windows.max(axis=1)
+    size = np.where(low > 0, low, np.where(high < 0, -high, 0.0))
+    suspect: npt.NDArray[np.bool_] = ~(high - low <= moments.ABSURD_SPREADS * size)
+    rows = np.flatnonzero(suspect)
+    if len(rows):
+        centre = np.median(windows[rows], axis=1)
+        deviations = np.abs(windows[rows] - centre[:, None])
+        scale = np.maximum(np.median(deviations, axis=1) * moments.MAD_TO_SD, np.abs(centre))
+        # A scale of 0 (most nights at 0) holds nothing absurd.
+        far = (scale > 0) & (deviations > moments.ABSURD_SPREADS / 2 * scale[:, None]).any(axis=1)
+        suspect[rows] = far | ~np.isfinite(scale)
+    return suspect
+
+
+def widths(
+    rel: float | None, floor: float | None, sigma: float | None, ref: np.ndarray, sd: np.ndarray | None
+) -> np.ndarray | None:
+    """`max(rel*|ref|, floor, sigma*sd)` per row, an absent term 0 (`_width` in arrays)."""
+    if rel is None and floor is None and sigma is None:
+        return None
+    width = np.abs(ref) * rel if rel is not None else np.zeros_like(ref)
+    if floor is not None:
+        width = np.maximum(width, floor)
+    if sigma is not None and sd is not None:
+        width = np.maximum(width, sd * sigma)
+    return width
 
 
 def _bulk_tidy(

@@ -19,10 +19,12 @@ from gatecfg.band import (
     band,
     fmt,
     limits_breach,
+    may_hold_absurd,
     min_values,
     near,
     ragged_bands,
     tidy,
+    widths,
 )
 from gatecfg.budget import CLIP_Z, Decision, UnusableWindowError, decide
 from gatecfg.models import Constraint, Direction, Reference
@@ -756,8 +758,8 @@ def _band_statuses(
         ref = np.median(window, axis=1) if how == "median" else window.mean(axis=1)
         has_sigma = constraint.sigma_up is not None or constraint.sigma_down is not None
         sd = window.std(axis=1, ddof=1) if has_sigma and window.shape[1] >= SIGMA_MIN_VALUES else None
-        up = _widths(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
-        down = _widths(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
+        up = widths(constraint.rel_up, constraint.abs_floor_up, constraint.sigma_up, ref, sd)
+        down = widths(constraint.rel_down, constraint.abs_floor_down, constraint.sigma_down, ref, sd)
         # What the rounding errors of ref, sd and the edges scale with.
         factor = 1.0 + sum(
             abs(x or 0.0)
@@ -781,19 +783,6 @@ def _band_statuses(
         if down is not None:
             inside &= values >= lo + margin
             outside |= values < lo - margin
-        finite = np.isfinite(margin)
+        # A window that may hold an absurd value (left out of its band) is for `judge`.
+        finite = np.isfinite(margin) & ~may_hold_absurd(window)
     return np.where(finite & inside, _CODE["pass"], np.where(finite & outside, _CODE["fail"], _CLOSE))
-
-
-def _widths(
-    rel: float | None, floor: float | None, sigma: float | None, ref: np.ndarray, sd: np.ndarray | None
-) -> np.ndarray | None:
-    """`max(rel*|ref|, floor, sigma*sd)` per row, an absent term 0 (band._width in arrays)."""
-    if rel is None and floor is None and sigma is None:
-        return None
-    width = np.abs(ref) * rel if rel is not None else np.zeros_like(ref)
-    if floor is not None:
-        width = np.maximum(width, floor)
-    if sigma is not None and sd is not None:
-        width = np.maximum(width, sd * sigma)
-    return width

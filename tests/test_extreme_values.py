@@ -14,7 +14,7 @@ import pytest
 from helpers import run_cli
 
 from gatecfg import moments
-from gatecfg.band import band
+from gatecfg.band import band, bulk_bands
 from gatecfg.budget import decide
 from gatecfg.models import Constraint
 
@@ -143,3 +143,105 @@ def test_evaluate_judges_a_usual_night_at_the_maximum(huge_history: str, tmp_pat
 def test_every_reader_of_the_history_handles_the_maximum(huge_history: str, command: tuple[str, ...]) -> None:
     result = run_cli(*command, "--db", huge_history)
     assert result.code == 0, result.err
+
+
+def _brute_absurd(values: list[float]) -> list[float]:
+    """moments.without_absurd's definition, written out: beyond ABSURD_SPREADS times the larger of the
+    median absolute deviation (as a standard deviation) and the median's size."""
+    centre = statistics.median(values)
+    mad = statistics.median([abs(v - centre) for v in values]) * moments.MAD_TO_SD
+    reach = moments.ABSURD_SPREADS * max(mad, abs(centre))
+    return [v for v in values if reach == 0 or abs(v - centre) <= reach]
+
+
+@pytest.mark.parametrize(
+    ("values", "absurd"),
+    [
+        ([1.0 + 0.01 * k for k in range(19)] + [1e300], [1e300]),
+        ([1.0] * 19 + [1e300], [1e300]),  # a window holding still has its median's size as a scale
+        ([-2.0, -2.1, -1.9, -2.0, 1e20], [1e20]),
+        ([1.0, 1.1, 0.9, -1e300, 1.0], [-1e300]),
+        ([3.0] * 19 + [4.0], []),  # a count that moves once is not absurd
+        ([0.0] * 19 + [5.0], []),  # against 0, nothing has a size
+        ([0.0, -1.0, 1.0, 0.5, -0.5, 20.0], []),
+        ([1.0, 2.0, 1.5, 40.0], []),  # 40 times the level of its neighbours is a spike, not absurd
+        ([BIG, -BIG * 0.5, BIG], []),
+    ],
+    ids=["1e300-among-1", "1e300-among-identical", "1e20-among-negatives", "minus-1e300", "count", "zeros",
+         "around-zero", "spike", "near-max-mixed"],
+)  # fmt: skip
+def test_an_absurd_value_is_one_beyond_50_robust_spreads_of_the_median(
+    values: list[float], absurd: list[float]
+) -> None:
+    kept = list(moments.without_absurd(values))
+    assert kept == _brute_absurd(values)
+    assert sorted(set(values) - set(kept)) == absurd
+
+
+def test_clean_windows_almost_never_hold_an_absurd_value() -> None:
+    rng = np.random.default_rng(11)
+    for draw in (rng.standard_normal, lambda size: np.exp(0.5 * rng.standard_normal(size))):
+        windows = draw((2000, 20))
+        dropped = sum(len(moments.without_absurd(row.tolist())) < 20 for row in windows)
+        assert dropped <= 2
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [{"rel_down": 0.5}, {"rel_up": 0.5, "rel_down": 0.5}, {"sigma_up": 3.0, "sigma_down": 3.0}],
+    ids=["open-up", "two-sided", "sigma"],
+)
+def test_one_night_at_1e300_in_the_window_neither_fails_the_usual_level_nor_passes_a_shift(
+    constraint: dict[str, float],
+) -> None:
+    # Before: the window's mean was 5e298, so a night at the usual level failed every band (and a sigma
+    # band, 2e299 wide, passed anything) until the absurd night left the window, which, its gate failing
+    # every night, it never did.
+    rng = random.Random(5)
+    history = [1.0 + 0.01 * rng.gauss(0.0, 1.0) for _ in range(19)]
+    history.insert(7, 1e300)
+    current = band(Constraint.model_validate(constraint), history)
+    assert current.ref == pytest.approx(1.0, abs=0.01)
+    assert (current.n, current.absurd) == (20, 1)
+    assert current.contains(1.0)
+    assert not current.contains(0.3)
+    assert "of 20 nights (1 absurd left out)" in current.versus(1.0, "mean")
+
+
+def test_the_bulk_bands_leave_the_absurd_night_out_as_band_does() -> None:
+    rng = np.random.default_rng(3)
+    windows = 1.0 + 0.01 * rng.standard_normal((50, 20))
+    windows[::7, 4] = 1e300
+    found = bulk_bands(Constraint(rel_down=0.5), windows)
+    assert found is not None
+    exact = [band(Constraint(rel_down=0.5), row.tolist()) for row in windows]
+    assert found[0].tolist() == [b.ref for b in exact]
+    assert found[1].tolist() == [b.lo for b in exact]
+
+
+def test_evaluate_passes_the_usual_level_after_a_night_at_1e300_on_an_open_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reward's up side is open: its night at 1e300 passes and is trusted, and stays in the window.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gates").mkdir()
+    (tmp_path / "gates" / "base.yaml").write_text(
+        "version: 1\ndefaults:\n  m/reward:\n    steps: last\n    constraint: {rel_down: 0.2}\n"
+        "policy:\n  window: 20\n", encoding="utf-8"
+    )  # fmt: skip
+    (tmp_path / "gates" / "t.yaml").write_text(f"test: {TEST}\ngates:\n  m/reward:\n    enforce: true\n")
+    rng = random.Random(6)
+    rows = ["run_id,date,commit,m/reward"]
+    for i in range(12):
+        value = 1e300 if i == 9 else 0.5 + 0.01 * rng.gauss(0.0, 1.0)
+        rows.append(f"r{i},2024-01-{i + 1:02d}T00:00:00,c{i},{value!r}")
+    (tmp_path / "nights.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    assert run_cli("import", "--test", TEST, "--db", db, "nights.csv").code == 0
+    (tmp_path / "run.jsonl").write_text(json.dumps({"m/reward": [[0, 0.5]]}) + "\n", encoding="utf-8")
+
+    result = run_cli("evaluate", "--test", TEST, "--record", "run.jsonl", "--db", db, "--format", "json")
+
+    [verdict] = json.loads(result.out)["verdicts"]
+    assert (result.code, verdict["status"]) == (0, "pass"), verdict
+    assert verdict["ref"] == pytest.approx(0.5, abs=0.01)
