@@ -18,6 +18,11 @@ def parse_date(raw: str, location: Location, dotted: str = "date") -> datetime:
     """`raw` as an aware UTC datetime; an InputError at `location` when it is no ISO 8601 date."""
     text = raw.strip()
     try:
+        # Python reads any one character between the date and the time (`2024-01-01x02:30`, and a date
+        # followed by ten thousand zeros): ISO 8601 separates them with a T, RFC 3339 also with a blank.
+        date_part = 10 if text[4:5] == "-" else 8
+        if len(text) > date_part and text[date_part] not in "Tt ":
+            raise ValueError(text)
         value = datetime.fromisoformat(text)
         # Near the ends of time a zone's offset moves the instant out of datetime's range.
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -112,11 +112,13 @@ def project(start: Path | None = None) -> FileSettings:
     an empty FileSettings when there is none."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
+        # Whatever holds the name is the settings file: one that cannot be read (a dangling link, a
+        # folder, a FIFO) is an error, never skipped for a file further up that names another store.
         dotfile = folder / CONFIG_NAME
-        if dotfile.is_file():
+        if os.path.lexists(dotfile):
             return _read(dotfile, _load(dotfile), "")
         pyproject = folder / PYPROJECT
-        if pyproject.is_file():
+        if os.path.lexists(pyproject):
             table = _load(pyproject).get("tool", {})
             if isinstance(table, dict) and "gatecfg" in table:
                 return _read(pyproject, table["gatecfg"], "tool.gatecfg")
@@ -124,7 +126,7 @@ def project(start: Path | None = None) -> FileSettings:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    shown = str(path)
+    shown = _shown(path)
     data = read_bytes(path, shown, what="settings file", limit=MAX_SETTINGS_BYTES, hint="")
     text = decode_utf8(data, shown, hint="TOML is UTF-8 text: save the file as UTF-8")
     try:

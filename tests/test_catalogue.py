@@ -1,7 +1,8 @@
 """A catalogue of named bad inputs (gate files, base files, records, command lines): each exits 2 with an
 error at the file and line (or the argument) that is wrong, saying what is wrong. No traceback, ever.
 
-The cases live in tests/catalogue/*.txt, one file per kind of input:
+The cases live in tests/catalogue/*.txt, one file per kind of input (surfaces.txt: `--date`, `init`'s CI
+files, store URLs and the settings file, from the outside, as an attacker would write them):
 
     ### case-name
     ### expect: gates/t.yaml:4:12: words of the message
@@ -71,6 +72,7 @@ KINDS: dict[str, tuple[str | None, list[str] | None]] = {
     "base_files": ("gates/base.yaml", LINT),
     "records": ("record.jsonl", EVALUATE),
     "cli": (None, None),
+    "surfaces": (None, None),
 }
 PROBLEM = re.compile(r"^(?P<location>.*?): error: (?P<text>.*)$")
 

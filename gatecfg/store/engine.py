@@ -8,13 +8,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from gatecfg.errors import InputError, StoreError
-from gatecfg.escape import mask_url
+from gatecfg.escape import invisible_characters, mask_url, terminal
 from gatecfg.extras import require
 from gatecfg.store import url_options
 from gatecfg.store.facts import SQLITE_BUSY_TIMEOUT_S
@@ -62,8 +63,16 @@ def parse_url(raw: str) -> URL:
         raise InputError.at(
             redact(url), f"unsupported history store driver {url.drivername!r}", hint=URL_HINT
         )
-    if "\0" in raw or "%00" in raw:
-        raise InputError.at("--db", f"the history store URL `{shown}` holds a NUL character", hint=URL_HINT)
+    # A control character (a NUL, a newline, a bidi override), written or %-encoded, would name a store
+    # file no one can type or see, and forge lines where the URL is printed.
+    found = invisible_characters(raw + unquote(raw))
+    if found:
+        shown_raw = mask_url(terminal(raw))
+        raise InputError.at(
+            "--db",
+            f"the history store URL `{shown_raw}` holds the control character {', '.join(found)}",
+            hint=URL_HINT,
+        )
     url = url_options.checked(url, shown)
     timeout = url.query.get("timeout")
     if url.get_backend_name() == "sqlite" and timeout is not None:
