@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import BinaryIO, Literal, cast
@@ -40,9 +40,9 @@ from typing import BinaryIO, Literal, cast
 import numpy as np
 import orjson
 
-from gatecfg.dates import parse_date
+from gatecfg.dates import CLOCK_SKEW, parse_date
 from gatecfg.errors import InputError, Location
-from gatecfg.models import MAX_STEP
+from gatecfg.models import MAX_STEP, name_problem
 from gatecfg.records import Column, Record, shorten
 from gatecfg.textio import open_user_file
 
@@ -79,6 +79,28 @@ class ImportedRun:
     record: Record
     single: frozenset[str]  # metrics given as one value per run (no step)
     location: Location  # the row or line
+
+    def __post_init__(self) -> None:
+        # What `evaluate --write` asks of the run it stores, whichever export or file name this one came
+        # from: a printable run id and commit (a newline would forge report lines), and a date that is
+        # not in the future (it would be every baseline's newest night, ahead of every later nightly).
+        for dotted, value in (("run_id", self.run_id), ("commit", self.commit)):
+            problem = None if value is None else name_problem(value)
+            if problem is not None:
+                raise InputError.at(
+                    self.location,
+                    f"{shorten(repr(value))} {problem}",
+                    dotted=dotted,
+                    hint="give a printable id",
+                )
+        now = datetime.now(UTC).replace(microsecond=0)
+        if self.created_at > now + CLOCK_SKEW:
+            raise InputError.at(
+                self.location,
+                f"{self.created_at.isoformat()} is in the future (it is {now.isoformat()})",
+                dotted="date",
+                hint="a run is dated when it ran: check the export's dates and time zones",
+            )
 
 
 @dataclass(frozen=True)
@@ -358,11 +380,13 @@ def _scan_csv(lines: _Lines, shown: str, scratch: Scratch) -> Export:
     line = 1
     try:
         while True:
+            # A row opens on the line after the last one's end (a quoted cell may hold line breaks).
+            start = reader.line_num + 1
             try:
                 row = next(reader)
             except StopIteration:
                 break
-            line = reader.line_num
+            line = start
             if not any(cell.strip() for cell in row):
                 continue
             location = Location(shown, line)

@@ -22,6 +22,7 @@ from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.escape import terminal
 from gatecfg.membership import Baseline, Facts, joining
 from gatecfg.moments import mean, stdev
+from gatecfg.provenance import check_name
 from gatecfg.records import read_metrics
 from gatecfg.report.labels import series_text
 from gatecfg.resolve import ResolvedTest, load_tree
@@ -124,7 +125,9 @@ def compare(
 
 
 def _stored_run(store: Store, run_id: str, flag: str) -> RunRow:
-    """The stored run `run_id`, or exit 2 naming the stored run ids near it."""
+    """The stored run `run_id`, or exit 2 naming the stored run ids near it (or what makes it no run id:
+    a control character, a length no run id has)."""
+    check_name(run_id, flag)
     found = store.runs_by_id([run_id]).get(run_id)
     if found is not None:
         return found
