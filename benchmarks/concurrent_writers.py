@@ -76,8 +76,11 @@ def run(db: str, folder: Path, processes: int, steps: int) -> dict[str, object]:
     for i, (run_id, record) in enumerate(plan):
         argv = [sys.executable, "-m", "gatecfg", "evaluate", "--gates", str(gates), "--test", TEST,
                 "--record", str(record), "--db", db, "--write", "--run-id", run_id, "--commit", f"c{i:02d}",
-                "--format", "json"]  # fmt: skip
-        child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                "--format", "json", "--output", str(folder / f"report-{i}.json")]  # fmt: skip
+        # Output to files: a pipe nobody reads until the process ends would stall it once full.
+        err = (folder / f"err-{i}.txt").open("wb")
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        err.close()
         children.append((run_id, i, time.monotonic(), child))
     latencies, codes, written = [], [], []
     pending = list(children)
@@ -86,13 +89,14 @@ def run(db: str, folder: Path, processes: int, steps: int) -> dict[str, object]:
             run_id, i, start, child = item
             if child.poll() is None:
                 continue
-            out, err = child.communicate()
             latencies.append(time.monotonic() - start)
             expected = 1 if run_id != RACED and i % 4 == 0 else 0
             if child.returncode != expected:
-                raise SystemExit(f"{run_id} exited {child.returncode}, expected {expected}:\n{err.decode()}")
+                err = (folder / f"err-{i}.txt").read_text(encoding="utf-8")
+                raise SystemExit(f"{run_id} exited {child.returncode}, expected {expected}:\n{err}")
             codes.append(child.returncode)
-            written.append(json.loads(out)["run"]["written"])
+            report = json.loads((folder / f"report-{i}.json").read_text(encoding="utf-8"))
+            written.append(report["run"]["written"])
             pending.remove(item)
         time.sleep(0.01)
     wall = time.monotonic() - started

@@ -6,11 +6,13 @@ tests/test_store_faults.py."""
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 from pathlib import Path
 
 import pytest
 from helpers import run_cli
+from ruamel.yaml import YAML
 
 TEST = "t.py"
 BASE = """\
@@ -127,3 +129,68 @@ class TestBaselineMembershipThroughTheCli:
         [verdict] = json.loads(judged.out)["verdicts"]
         assert verdict["n"] == len(in_baseline) == 4
         assert verdict["ref"] == pytest.approx(statistics.fmean(in_baseline), rel=1e-12)
+
+
+def _run_lines(node: object) -> list[str]:
+    """Every shell line of a workflow: GitHub's `run:` and GitLab's `script:` entries."""
+    if isinstance(node, dict):
+        found: list[str] = []
+        for key, value in node.items():
+            if key in ("run", "script"):
+                for entry in value if isinstance(value, list) else [value]:
+                    found += str(entry).splitlines()
+            else:
+                found += _run_lines(value)
+        return found
+    if isinstance(node, list):
+        return [line for item in node for line in _run_lines(item)]
+    return []
+
+
+class TestInitCiFiles:
+    @pytest.mark.parametrize("ci", ["github", "gitlab"])
+    @pytest.mark.parametrize(
+        "test",
+        [
+            "a b.py",
+            "a'b.py",
+            'a"b.py',
+            "a: b.py #c",
+            "$(touch PWNED).py",
+            "a;b|c&&d.py",
+            "*[x]{y}.py",
+            "ü\u00a0.py",
+        ],
+        ids=[
+            "blank",
+            "quote",
+            "double-quote",
+            "yaml-indicators",
+            "command",
+            "shell-operators",
+            "globs",
+            "unicode",
+        ],
+    )
+    def test_a_test_name_of_shell_and_yaml_syntax_is_written_as_one_word_that_lints(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str, test: str
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        result = run_cli(
+            "init", "--test", test, "--write-ci", "--ci", ci, "--install", "git+https://github.com/o/g@v1"
+        )
+        assert result.code == 0, result.err
+        workflow = tmp_path / (
+            ".github/workflows/gatecfg.yml" if ci == "github" else ".gitlab/ci/gatecfg.yml"
+        )
+        lines = [
+            line
+            for line in _run_lines(YAML(typ="safe").load(workflow.read_text(encoding="utf-8")))
+            if "--test" in line
+        ]
+        assert lines, workflow.read_text(encoding="utf-8")
+        for line in lines:
+            words = shlex.split(line)
+            assert words[words.index("--test") + 1] == test, line
+        assert run_cli("lint").code == 0
+        assert not (tmp_path / "PWNED").exists()
