@@ -18,7 +18,16 @@ from helpers import REPO
 PACKAGE = REPO / "gatecfg"
 
 # The entry points: each turns its own input into a request for the layers below, and renders the result.
-ENTRY_POINTS = ("gatecfg.cli", "gatecfg.commands", "gatecfg.pytest_plugin", "gatecfg.__main__")
+# The command line is `cli` (the root parser and the error boundary), `cli_args` (the shared options),
+# `cli_commands` (each command's arguments) and `commands` (each command's body).
+ENTRY_POINTS = (
+    "gatecfg.cli",
+    "gatecfg.cli_args",
+    "gatecfg.cli_commands",
+    "gatecfg.commands",
+    "gatecfg.pytest_plugin",
+    "gatecfg.__main__",
+)
 MAX_LINES = 800
 
 
@@ -165,6 +174,8 @@ def test_no_module_is_over_800_lines(module: str) -> None:
     [
         ("gatecfg.cli", True),
         ("gatecfg.cli_args", True),
+        ("gatecfg.cli_commands", True),
+        ("gatecfg.cli_commands.lint", True),
         ("gatecfg.commands.lint", True),
         ("gatecfg.pytest_plugin", True),
         ("gatecfg.linting", False),
