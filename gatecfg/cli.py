@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gatecfg import __version__
-from gatecfg.cli_args import DEBUG_HELP, Handler, Parser
+from gatecfg.cli_args import Handler, Parser, debug_option
 from gatecfg.cli_commands import (
     backtest,
     carry,
@@ -73,7 +73,7 @@ def build_parser() -> Parser:
         "3 history store missing or unreachable, 70 a bug in gatecfg.",
     )
     parser.add_argument("--version", action="version", version=f"gatecfg {__version__}")
-    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    debug_option(parser)
     parser.set_defaults(root=parser)  # the whole parser, which `gatecfg completion` describes
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:

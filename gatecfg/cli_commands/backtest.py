@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    base_option,
+    db_option,
+    format_option,
+    gate_test_option,
+    gates_option,
+    metric_option,
+    steps_option,
+)
 from gatecfg.extras import require
 from gatecfg.settings import db_url
 
@@ -21,13 +31,12 @@ def register(sub: SubParsers) -> None:
         "gatecfg backtest --test tests/e2e/test_foo_ci.py --base origin/main --format json",
         run,
     )
-    p.add_argument("--test", metavar="T", help="only this test (default: all)")
-    p.add_argument("--metric", metavar="M", help="only this metric")
+    gate_test_option(p, "only this test (default: all)")
+    metric_option(p, "only this metric")
     gates_option(p)
-    p.add_argument(
-        "--base",
-        metavar="REV",
-        help="also replay the gates as they were at this git revision and list the runs that flip "
+    base_option(
+        p,
+        "also replay the gates as they were at this git revision and list the runs that flip "
         "(default: flips against the verdicts recorded at evaluation)",
     )
     p.add_argument(
@@ -40,12 +49,11 @@ def register(sub: SubParsers) -> None:
         "detection rate beside its false-alarm rate",
     )
     db_option(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument(
-        "--steps",
-        action="store_true",
-        help="text: also a row per step of an all-steps gate that failed or flipped (default: a row per "
-        "gate; JSON always lists them)",
+    format_option(p)
+    steps_option(
+        p,
+        "text: also a row per step of an all-steps gate that failed or flipped (default: a row per gate; "
+        "JSON always lists them)",
     )
 
 

@@ -7,10 +7,16 @@ import argparse
 from gatecfg.cli_args import (
     SubParsers,
     add,
+    base_option,
     check_store_write,
+    commit_option,
     db_option,
+    dry_run_option,
+    gate_test_option,
     gates_option,
+    metric_option,
     override_option,
+    reason_option,
     series_labels,
     series_option,
 )
@@ -26,17 +32,15 @@ def register(sub: SubParsers) -> None:
         "gatecfg carry --base origin/main --metric rollout/raw_reward --reason 'rel_down 0.2 -> 0.25'",
         run,
     )
-    p.add_argument("--base", metavar="REV", help="git revision the gates are compared with, e.g. origin/main")
-    p.add_argument("--test", metavar="T", help="only this test's gates")
-    p.add_argument("--metric", metavar="M", help="only this metric")
-    p.add_argument("--reason", metavar="TEXT", help="why the old history still holds (recorded; required)")
+    base_option(p, "git revision the gates are compared with, e.g. origin/main")
+    gate_test_option(p, "only this test's gates")
+    metric_option(p, "only this metric")
+    reason_option(p, "why the old history still holds (recorded; required)", metavar="TEXT")
     p.add_argument(
         "--undo", action="store_true", help="undo the carries these options select (they stay on record)"
     )
-    p.add_argument("--commit", help="the commit recorded with the carry (default: git HEAD)")
-    p.add_argument(
-        "--dry-run", action="store_true", help="list what would be carried (or undone), record nothing"
-    )
+    commit_option(p, "the commit recorded with the carry (default: git HEAD)")
+    dry_run_option(p, "list what would be carried (or undone), record nothing")
     gates_option(p)
     db_option(p)
     series_option(p)

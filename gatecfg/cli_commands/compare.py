@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    db_option,
+    format_option,
+    gates_option,
+    record_option,
+    steps_option,
+)
 from gatecfg.settings import db_url
 
 
@@ -21,19 +28,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (`a`)")
     other = p.add_mutually_exclusive_group(required=True)
     other.add_argument("run_b", nargs="?", metavar="RUN_B", help="another stored run id of the test (`b`)")
-    other.add_argument(
-        "--record",
-        action="append",
-        type=Path,
-        metavar="FILE",
-        help="instead of RUN_B: a metrics record (repeatable), selected as evaluate selects it",
-    )
-    p.add_argument(
-        "--steps",
-        action="store_true",
-        help="text: also a row per step under each gate (JSON always lists them)",
-    )
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    record_option(other, "instead of RUN_B: a metrics record (repeatable), selected as evaluate selects it")
+    steps_option(p, "text: also a row per step under each gate (JSON always lists them)")
+    format_option(p)
     gates_option(p)
     db_option(p)
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, gates_option, series_labels, series_option
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    base_option,
+    db_option,
+    format_option,
+    gates_option,
+    series_labels,
+    series_option,
+)
 from gatecfg.settings import optional_db_url
 
 
@@ -16,17 +25,11 @@ def register(sub: SubParsers) -> None:
         "gatecfg diff --base origin/main --format github",
         run,
     )
-    p.add_argument(
-        "--base", required=True, metavar="REV", help="git revision to compare with, e.g. origin/main"
-    )
+    base_option(p, "git revision to compare with, e.g. origin/main", required=True)
     gates_option(p)
-    p.add_argument(
-        "--db",
-        metavar="URL",
-        help="also count the stored values each re-key orphans (default: $GATECFG_DB_URL, if set)",
-    )
+    db_option(p, "also count the stored values each re-key orphans (default: $GATECFG_DB_URL, if set)")
     series_option(p)
-    p.add_argument("--format", choices=["text", "json", "github"], default="text")
+    format_option(p, ["text", "json", "github"])
     p.add_argument(
         "--fail-on-rekey", action="store_true", help="exit 1 when a gate re-keys without carried history"
     )

@@ -9,13 +9,19 @@ from pathlib import Path
 from gatecfg.cli_args import (
     SubParsers,
     add,
+    commit_option,
     db_option,
+    format_option,
+    gate_test_option,
     gates_option,
     meta_option,
     override_option,
+    record_option,
+    run_id_option,
     run_meta,
     series_labels,
     series_option,
+    write_option,
 )
 from gatecfg.errors import InputError
 from gatecfg.report import FORMATS, Output
@@ -30,10 +36,8 @@ def register(sub: SubParsers) -> None:
         "gatecfg evaluate --test tests/e2e/test_foo_ci.py --record metrics.jsonl --write",
         run,
     )
-    p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
-    p.add_argument(
-        "--record", required=True, action="append", type=Path, metavar="FILE", help="JSON Lines (repeatable)"
-    )
+    gate_test_option(p, "the `test:` of a gate file", required=True)
+    record_option(p, "JSON Lines (repeatable)", required=True)
     p.add_argument(
         "--confirm-with",
         action="append",
@@ -42,11 +46,7 @@ def register(sub: SubParsers) -> None:
         help="the record of a second run of the same code (repeatable, as --record): a gate fails the job "
         "only where both runs fail it (one slow run is not a regression)",
     )
-    p.add_argument(
-        "--write",
-        action="store_true",
-        help="store the run into history (nightlies only); the first one creates a SQLite store",
-    )
+    write_option(p, "store the run into history (nightlies only); the first one creates a SQLite store")
     p.add_argument(
         "--date",
         metavar="ISO8601",
@@ -63,11 +63,11 @@ def register(sub: SubParsers) -> None:
     db_option(p)
     series_option(p)
     meta_option(p)
-    p.add_argument("--run-id", help="unique id of this evaluation (default: from CI, else generated)")
-    p.add_argument("--commit", help="default: GITHUB_SHA / CI_COMMIT_SHA / ...")
+    run_id_option(p, "unique id of this evaluation (default: from CI, else generated)")
+    commit_option(p, "default: GITHUB_SHA / CI_COMMIT_SHA / ...")
     p.add_argument("--branch", help="default: GITHUB_REF_NAME / CI_COMMIT_REF_NAME / ...")
     p.add_argument("--url", help="link to the CI run (default: built from the CI environment)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="report format (default: text)")
+    format_option(p, FORMATS, "report format (default: text)")
     p.add_argument("--output", type=Path, metavar="FILE", help="write the --format report here, not stdout")
     p.add_argument(
         "--report",

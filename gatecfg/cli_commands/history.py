@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, db_option, series_labels, series_option, step, whole_number
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    db_option,
+    format_option,
+    gate_test_option,
+    metric_option,
+    series_labels,
+    series_option,
+    step_option,
+    whole_number,
+)
 from gatecfg.settings import db_url
 
 
@@ -16,14 +27,14 @@ def register(sub: SubParsers) -> None:
         "gatecfg history --test tests/e2e/test_foo_ci.py --metric rollout/raw_reward --step 1",
         run,
     )
-    p.add_argument("--test", required=True, metavar="T")
-    p.add_argument("--metric", required=True, metavar="M")
-    p.add_argument("--step", type=step, metavar="S", help="one step (`last` or -1 for `last`)")
+    gate_test_option(p, required=True)
+    metric_option(p, required=True)
+    step_option(p, "one step (`last` or -1 for `last`)")
     series_option(p)
     p.add_argument(
         "--limit", type=whole_number(0), default=100, help="newest N values (default 100; 0 for all)"
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    format_option(p)
     db_option(p)
 
 

@@ -10,6 +10,7 @@ from gatecfg.cli_args import (
     add,
     check_store_write,
     db_option,
+    gate_test_option,
     gates_option,
     override_option,
     series_labels,
@@ -36,7 +37,7 @@ def register(sub: SubParsers) -> None:
         "or a folder, a quoted glob or several files of `evaluate --record` records: one run per file, in "
         "name order, dated by name (see --name-pattern)",
     )
-    p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
+    gate_test_option(p, "the `test:` of a gate file", required=True)
     p.add_argument(
         "--name-pattern",
         metavar="REGEX",

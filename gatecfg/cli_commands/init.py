@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, gates_option
+from gatecfg.cli_args import SubParsers, add, gate_test_option, gates_option
 from gatecfg.errors import InputError
 
 EXAMPLE_TEST = "tests/e2e/test_example_ci.py"
@@ -21,12 +21,7 @@ def register(sub: SubParsers) -> None:
         run,
     )
     gates_option(p)
-    p.add_argument(
-        "--test",
-        default=EXAMPLE_TEST,
-        metavar="T",
-        help=f"the example gate file's test (default: {EXAMPLE_TEST})",
-    )
+    gate_test_option(p, f"the example gate file's test (default: {EXAMPLE_TEST})", default=EXAMPLE_TEST)
     p.add_argument(
         "--write-ci",
         action="store_true",

@@ -9,6 +9,7 @@ from gatecfg.cli_args import (
     SubParsers,
     add,
     db_option,
+    format_option,
     gates_option,
     probability,
     series_labels,
@@ -22,7 +23,7 @@ def register(sub: SubParsers) -> None:
     p = add(sub, "lint", "Check gate files against the schema and the rules.", "gatecfg lint gates/", run)
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders (default: --gates)")
     gates_option(p)
-    p.add_argument("--format", choices=["text", "github", "json"], default="text")
+    format_option(p, ["text", "github", "json"])
     p.add_argument(
         "--max-false-alarm",
         type=probability,

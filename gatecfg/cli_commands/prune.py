@@ -10,6 +10,7 @@ from gatecfg.cli_args import (
     add,
     check_store_write,
     db_option,
+    dry_run_option,
     gates_option,
     override_option,
     whole_number,
@@ -35,7 +36,7 @@ def register(sub: SubParsers) -> None:
         metavar="N",
         help="per coordinate, keep the newest N trusted values at each step (N >= every declared window)",
     )
-    p.add_argument("--dry-run", action="store_true", help="only list them")
+    dry_run_option(p, "only list them")
     p.add_argument("--yes", action="store_true", help="delete them (one transaction)")
     gates_option(p)
     db_option(p)

@@ -9,10 +9,14 @@ from gatecfg.cli_args import (
     add,
     allowance,
     db_option,
+    format_option,
+    gate_test_option,
     gates_option,
+    metric_option,
     positive,
     series_labels,
     series_option,
+    write_option,
 )
 from gatecfg.extras import require
 from gatecfg.settings import db_url
@@ -26,8 +30,8 @@ def register(sub: SubParsers) -> None:
         "gatecfg rebaseline --test tests/e2e/test_foo_ci.py --metric eval/all/avg_score --last 20 --write",
         run,
     )
-    p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
-    p.add_argument("--metric", metavar="M", help="one gate (default: every gate with limits or a band)")
+    gate_test_option(p, "the `test:` of a gate file", required=True)
+    metric_option(p, "one gate (default: every gate with limits or a band)")
     since = p.add_mutually_exclusive_group()
     since.add_argument(
         "--since", metavar="REV|DATE", help="the regime starts at the first run of this commit, or this date"
@@ -46,8 +50,8 @@ def register(sub: SubParsers) -> None:
         metavar="A",
         help="widen each limit by this fraction of its magnitude (default: 0.05)",
     )
-    p.add_argument("--write", action="store_true", help="edit the gate file in place; only numbers change")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    write_option(p, "edit the gate file in place; only numbers change")
+    format_option(p)
     gates_option(p)
     db_option(p)
     series_option(p)

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option, series_labels, series_option, step
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    db_option,
+    format_option,
+    gate_test_option,
+    gates_option,
+    metric_option,
+    series_labels,
+    series_option,
+    step_option,
+)
 from gatecfg.extras import require
 from gatecfg.settings import db_url
 
@@ -17,17 +28,17 @@ def register(sub: SubParsers) -> None:
         "gatecfg regimes --test tests/e2e/test_foo_ci.py --metric eval/all/avg_score --format json",
         run,
     )
-    p.add_argument("--test", required=True, metavar="T", help="the `test:` of a gate file")
+    gate_test_option(p, "the `test:` of a gate file", required=True)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--metric", metavar="M", help="one gate's metric")
+    metric_option(which, "one gate's metric")
     which.add_argument(
         "--all",
         action="store_true",
         dest="scan_all",
         help="every gate and step of the test; lists the shifts that coincide across metrics at one commit",
     )
-    p.add_argument("--step", type=step, metavar="S", help="a step (or `last`), for a gate stored at several")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    step_option(p, "a step (or `last`), for a gate stored at several")
+    format_option(p)
     gates_option(p)
     db_option(p)
     series_option(p)

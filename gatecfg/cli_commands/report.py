@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gatecfg.cli_args import SubParsers, add, db_option, gates_option
+from gatecfg.cli_args import SubParsers, add, db_option, gate_test_option, gates_option
 from gatecfg.extras import require
 from gatecfg.settings import db_url
 
@@ -19,7 +19,7 @@ def register(sub: SubParsers) -> None:
         run,
     )
     p.add_argument("--html", required=True, type=Path, metavar="DIR", help="output folder (index.html)")
-    p.add_argument("--test", metavar="T", help="only this test (default: every test with a gate file)")
+    gate_test_option(p, "only this test (default: every test with a gate file)")
     p.add_argument(
         "--png", action="store_true", help="PNG plots in files beside the pages (default: inline SVG)"
     )

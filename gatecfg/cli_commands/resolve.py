@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, gates_option, series_labels, series_option
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    format_option,
+    gate_test_option,
+    gates_option,
+    series_labels,
+    series_option,
+)
 
 
 def register(sub: SubParsers) -> None:
@@ -16,9 +24,9 @@ def register(sub: SubParsers) -> None:
         run,
     )
     gates_option(p)
-    p.add_argument("--test", metavar="T", help="only this test (default: all)")
+    gate_test_option(p, "only this test (default: all)")
     series_option(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    format_option(p)
 
 
 def run(args: argparse.Namespace) -> int:

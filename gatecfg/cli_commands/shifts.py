@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, check_store_write, db_option, override_option, positive
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    check_store_write,
+    db_option,
+    format_option,
+    gate_test_option,
+    override_option,
+    positive,
+    reason_option,
+)
 from gatecfg.settings import db_url
 
 
@@ -16,7 +26,7 @@ def register(sub: SubParsers) -> None:
         "gatecfg shifts --undo 3 --reason 'the slowdown is a bug, being fixed'",
         run,
     )
-    p.add_argument("--test", metavar="T", help="only this test")
+    gate_test_option(p, "only this test")
     p.add_argument("--all", action="store_true", dest="everything", help="undone shifts too")
     p.add_argument(
         "--undo",
@@ -24,8 +34,8 @@ def register(sub: SubParsers) -> None:
         metavar="N",
         help="undo shift N: its gate's baseline reads the runs before it again, its failing runs leave it",
     )
-    p.add_argument("--reason", help="kept with the undo, shown by `gatecfg shifts --all`")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    reason_option(p, "kept with the undo, shown by `gatecfg shifts --all`")
+    format_option(p)
     db_option(p)
     override_option(p)
 

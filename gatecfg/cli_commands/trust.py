@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from gatecfg.cli_args import SubParsers, add, check_store_write, db_option, override_option
+from gatecfg.cli_args import (
+    SubParsers,
+    add,
+    check_store_write,
+    commit_option,
+    db_option,
+    metric_option,
+    override_option,
+    reason_option,
+    run_id_option,
+)
 from gatecfg.settings import db_url
 
 
@@ -20,15 +30,16 @@ def register(sub: SubParsers) -> None:
         )
         p.set_defaults(trusted=trusted)
         chosen = p.add_mutually_exclusive_group(required=True)
-        chosen.add_argument("--run-id", help="one run")
-        chosen.add_argument("--commit", help="every run of a commit")
+        run_id_option(chosen, "one run")
+        commit_option(chosen, "every run of a commit")
         chosen.add_argument("--ci-run-id", help="every run of a CI run (all tests, all attempts)")
-        p.add_argument(
-            "--metric",
-            help="only this metric's values of those runs (its gate's baseline); the run's other gates "
-            "keep their trust",
+        metric_option(
+            p,
+            "only this metric's values of those runs (its gate's baseline); the run's other gates keep their "
+            "trust",
+            metavar=None,
         )
-        p.add_argument("--reason", help="kept with the run, shown by `gatecfg history`")
+        reason_option(p, "kept with the run, shown by `gatecfg history`")
         db_option(p)
         override_option(p)
 
