@@ -122,8 +122,19 @@ def check_name(value: str | None, where: str) -> None:
 
 def check_label(key: object, value: object, *, key_at: str, value_at: str) -> None:
     """One label of a series or of a run's meta, however it was given (`--series KEY=VALUE`, the settings,
-    the API's `series` and `meta`): a printable name, and a printable text value, which may be empty."""
-    check_name(_text(key, key_at), key_at)
+    the API's `series` and `meta`): a printable name, and a printable text value, which may be empty.
+    The name is one that a `KEY=VALUE` flag can spell too (`--series`, `--meta`: split at the first `=`,
+    blanks trimmed): a name the settings file or the API gave as `a=b` would be a series no command line
+    reaches."""
+    name = _text(key, key_at)
+    check_name(name, key_at)
+    if "=" in name or name != name.strip():
+        why = "holds `=`" if "=" in name else "starts or ends with a blank"
+        raise InputError.at(
+            key_at,
+            f"label name {shorten(name)!r} {why}, which `KEY=VALUE` on a command line cannot spell",
+            hint="name labels with letters, digits, `_`, `-` or `.`",
+        )
     text = _text(value, value_at)
     if text:  # an empty value is a value too
         check_name(text, value_at)
