@@ -119,7 +119,7 @@ STEP_SHARE = 0.05
 # step among them with probability at most this (docs/evaluate.md, "Which steps fail").
 ATTRIBUTION = 0.05
 # A single step's past values beyond this many robust spreads of their median are absurd (see Null.of).
-ABSURD_MADS = 50.0
+ABSURD_MADS = moments.ABSURD_SPREADS
 
 
 @dataclass(frozen=True)

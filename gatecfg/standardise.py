@@ -10,13 +10,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from gatecfg.moments import MAD_TO_SD
+
 Space = Literal["linear", "log", "binomial"]
 FloatArray = npt.NDArray[np.float64]
 
 OUTLIER_MADS = 5.0  # window values this far from the median are clipped before the scale is taken
 
 
-MAD_TO_SD = 1.4826
 LOO_CHUNK = 1 << 21  # values of the clipped leave-one-out array held at once (16 MB)
 
 
