@@ -136,6 +136,35 @@ def steps_option(options: Options, help: str) -> None:
     options.add_argument("--steps", action="store_true", help=help)
 
 
+def report_option(options: Options, example: str) -> None:
+    """`--report FMT=FILE`, repeatable: the command's report in another format, to a file."""
+    options.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FMT=FILE",
+        help=f"also write another format to a file, e.g. {example} (repeatable)",
+    )
+
+
+def report_files(items: Sequence[str], formats: Sequence[str]) -> list[tuple[str, Path]]:
+    """The (format, file) of each `--report FMT=FILE`, each format one of `formats`."""
+    files = []
+    for item in items:
+        fmt, sep, path = item.partition("=")
+        if not sep or fmt not in formats or not path:
+            raise InputError.at(
+                "--report", f"`{item}` is not FORMAT=FILE", hint=f"formats: {', '.join(formats)}"
+            )
+        files.append((fmt, Path(path)))
+    return files
+
+
+def fail_on_rekey_option(options: Options, help: str) -> None:
+    """`--fail-on-rekey`: a gate that moves to a key without history fails the job (exit 1)."""
+    options.add_argument("--fail-on-rekey", action="store_true", help=help)
+
+
 def gates_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gates",
