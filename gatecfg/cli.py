@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gatecfg import __version__
-from gatecfg.cli_args import Handler, Parser, debug_option
+from gatecfg.cli_args import ARGUMENTS, Handler, Parser, debug_option
 from gatecfg.cli_commands import (
     backtest,
     carry,
@@ -101,10 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError.at("gatecfg", "choose a command", hint="`gatecfg COMMAND --help` explains one")
         return handler(args)
     except GatecfgError as exc:
+        problems = exc.worded(ARGUMENTS)
         if fmt == "github":
             # A store's location is its (masked) URL, no file in the repository to annotate.
-            print(format_problems(exc.problems, "github", in_file=not isinstance(exc, StoreError)))
-        print(format_problems(exc.problems, "text"), file=sys.stderr)
+            print(format_problems(problems, "github", in_file=not isinstance(exc, StoreError)))
+        print(format_problems(problems, "text"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gatecfg: interrupted", file=sys.stderr)

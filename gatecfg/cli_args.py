@@ -14,6 +14,8 @@ from gatecfg import settings
 from gatecfg.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
+# The inputs the core's errors name (`Problem.argument`), as the CLI's flags.
+ARGUMENTS = {"run_id": "--run-id", "write": "--write"}
 DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _GATE = "gatecfg:"
 _OUTCOME = "gatecfg-outcome"
 
-# The CLI's words in gatecfg's messages, as this plugin's options say them.
+# The CLI's words in the store's hints, as this plugin's options say them.
 _OPTION_WORDS = (
     ("the first nightly `gatecfg evaluate ... --write`", "the first nightly `pytest --gatecfg-write`"),
     ("--db / GATECFG_DB_URL", "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL"),
