@@ -122,7 +122,8 @@ def run() -> NoReturn:
     verdict, on the interpreter's teardown: freeing every module's objects one by one (numpy's, pydantic's)
     when the OS frees them at once. Every file a command writes is closed by then, stores included; the
     standard streams are flushed here, and a stream that cannot be (a closed pipe) gets Python's usual
-    exit, which reports it."""
+    exit, which reports it. Kept for speed by benchmarks/bench.py (the `gatecfg evaluate` process figures,
+    which end the same way); tests/test_terminal.py runs `python -m gatecfg` and reads all its output."""
     code = main()
     try:
         sys.stdout.flush()
