@@ -487,9 +487,8 @@ def _statuses(
     bands: Bands | None = None,
 ) -> tuple[np.ndarray, Ruled | None]:
     """Every step's status (its index in STATUSES), exactly as `judge` decides it, with the band
-    arithmetic done in arrays (kept for speed by benchmarks/bench.py's evaluate; held equal to `judge` by
-    tests/test_bulk_verdicts.py::test_bulk_statuses_match_judge_on_and_beside_every_edge); and for a
-    budget gate, the rule's decision over all its judged steps.
+    arithmetic done in arrays; and for a budget gate, the rule's decision over all its judged steps.
+    Kept for benchmarks/bench.py's evaluate; tests/test_bulk_verdicts.py holds it equal to `judge`.
     Given every step's exact `bands` (ref, lo, hi; `band()` bit for bit), a step's status is read off its
     edges, as `judge` reads it."""
     values = selection.numbers()
