@@ -211,6 +211,9 @@ def bulk_bands(
     value each): ref, lo and hi as arrays, NaN for an open side; None where the arithmetic is not done in
     bulk (a median, a sigma term), so that the caller calls `band` per step.
 
+    Kept for speed by benchmarks/bench.py (evaluate of 40 gates x 1,000 steps); held equal to `band` by
+    tests/test_bulk_verdicts.py::test_bulk_bands_are_band_bit_for_bit.
+
     Bit for bit what `band` returns: a row whose mean or edge lies so near a 12-digit rounding boundary
     that the bulk sum's rounding could move it across, or that may hold an absurd value, is computed by
     `band` itself.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gatecfg import __version__
-from gatecfg.cli_args import Handler, Parser, debug_option
+from gatecfg.cli_args import ARGUMENTS, Handler, Parser, debug_option
 from gatecfg.cli_commands import (
     backtest,
     carry,
@@ -101,10 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError.at("gatecfg", "choose a command", hint="`gatecfg COMMAND --help` explains one")
         return handler(args)
     except GatecfgError as exc:
+        problems = exc.worded(ARGUMENTS)
         if fmt == "github":
             # A store's location is its (masked) URL, no file in the repository to annotate.
-            print(format_problems(exc.problems, "github", in_file=not isinstance(exc, StoreError)))
-        print(format_problems(exc.problems, "text"), file=sys.stderr)
+            print(format_problems(problems, "github", in_file=not isinstance(exc, StoreError)))
+        print(format_problems(problems, "text"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gatecfg: interrupted", file=sys.stderr)
@@ -121,7 +122,8 @@ def run() -> NoReturn:
     verdict, on the interpreter's teardown: freeing every module's objects one by one (numpy's, pydantic's)
     when the OS frees them at once. Every file a command writes is closed by then, stores included; the
     standard streams are flushed here, and a stream that cannot be (a closed pipe) gets Python's usual
-    exit, which reports it."""
+    exit, which reports it. Kept for speed by benchmarks/bench.py (the `gatecfg evaluate` process figures,
+    which end the same way); tests/test_terminal.py runs `python -m gatecfg` and reads all its output."""
     code = main()
     try:
         sys.stdout.flush()

@@ -14,6 +14,8 @@ from gatecfg import settings
 from gatecfg.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
+# The inputs the core's errors name (`Problem.argument`), as the CLI's flags.
+ARGUMENTS = {"run_id": "--run-id", "write": "--write"}
 DEBUG_HELP = "on an internal error, print the traceback (also GATECFG_DEBUG=1)"
 
 
@@ -134,6 +136,35 @@ def dry_run_option(options: Options, help: str) -> None:
 def steps_option(options: Options, help: str) -> None:
     """`--steps`: the text report also lists the steps (JSON always does)."""
     options.add_argument("--steps", action="store_true", help=help)
+
+
+def report_option(options: Options, example: str) -> None:
+    """`--report FMT=FILE`, repeatable: the command's report in another format, to a file."""
+    options.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FMT=FILE",
+        help=f"also write another format to a file, e.g. {example} (repeatable)",
+    )
+
+
+def report_files(items: Sequence[str], formats: Sequence[str]) -> list[tuple[str, Path]]:
+    """The (format, file) of each `--report FMT=FILE`, each format one of `formats`."""
+    files = []
+    for item in items:
+        fmt, sep, path = item.partition("=")
+        if not sep or fmt not in formats or not path:
+            raise InputError.at(
+                "--report", f"`{item}` is not FORMAT=FILE", hint=f"formats: {', '.join(formats)}"
+            )
+        files.append((fmt, Path(path)))
+    return files
+
+
+def fail_on_rekey_option(options: Options, help: str) -> None:
+    """`--fail-on-rekey`: a gate that moves to a key without history fails the job (exit 1)."""
+    options.add_argument("--fail-on-rekey", action="store_true", help=help)
 
 
 def gates_option(parser: argparse.ArgumentParser) -> None:

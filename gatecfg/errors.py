@@ -11,8 +11,8 @@ so that it can be grepped, clicked in an editor and turned into a GitHub annotat
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal, Self
 
 from gatecfg.escape import github_data, github_property, terminal
@@ -53,6 +53,9 @@ class Problem:
     dotted: str = ""
     hint: str | None = None
     severity: Severity = "error"
+    # The input the problem is about, in neutral terms (`run_id`): the core does not know whether a flag,
+    # a keyword argument or a pytest option gave it; each entry point names it (`GatecfgError.worded`).
+    argument: str | None = None
 
     def text(self) -> str:
         """One line per problem (and one per hint): names inside it cannot start a line of their own."""
@@ -118,6 +121,21 @@ class GatecfgError(Exception):
     def at(cls, location: Location | str, message: str, *, dotted: str = "", hint: str | None = None) -> Self:
         loc = location if isinstance(location, Location) else Location(location)
         return cls([Problem(loc, message, dotted=dotted, hint=hint)])
+
+    @classmethod
+    def about(cls, argument: str, message: str, *, hint: str | None = None) -> Self:
+        """An error about the input `argument` (a neutral name, `run_id`), located at that name until an
+        entry point words it."""
+        return cls([Problem(Location(argument), message, hint=hint, argument=argument)])
+
+    def worded(self, names: Mapping[str, str]) -> list[Problem]:
+        """The problems with each input named as an entry point names it (`{"run_id": "--run-id"}`)."""
+        return [
+            p
+            if p.argument is None or p.argument not in names
+            else replace(p, location=Location(names[p.argument]))
+            for p in self.problems
+        ]
 
 
 class InputError(GatecfgError):

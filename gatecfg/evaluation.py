@@ -251,18 +251,18 @@ def _check_same_series(store: DirectStore, run: RunInfo) -> None:
     if other is None or (other.run.test, other.run.series_key) == (run.test, run.series_key):
         return
     labels = f" with labels {dict(other.run.labels)}" if other.run.test == run.test else ""
-    raise InputError.at(
-        "--run-id",
+    raise InputError.about(
+        "run_id",
         f"run id `{run.run_id}` is already stored for test `{other.run.test}`{labels}; "
         "this run was not written",
         hint="run ids are unique across the store: give each test's nightly its own id "
-        "(e.g. append the test name to the CI run id), or check --test and --series",
+        "(e.g. append the test name to the CI run id), or check the test and its series labels",
     )
 
 
 def check_write_policy(resolved: ResolvedTest, override: str | None, job: CiJob) -> None:
     """Refuse (exit 2, before anything is read or written) a write the policy does not allow."""
-    check_write([resolved.policy.write], override, where="--write", action="write a baseline", job=job)
+    check_write([resolved.policy.write], override, where="write", action="write a baseline", job=job)
 
 
 def _rekeys(

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from gatecfg.errors import InputError
 from gatecfg.settings import db_url, gates_root, project
+from gatecfg.textio import check_writable
 
 # What SQLite keeps beside a database file: replacing one of these loses or corrupts committed runs too.
 _STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")
@@ -112,6 +113,15 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], reads: Reads) -> None:
                 hint="give the output a file of its own, e.g. report.json beside the record",
             )
         seen.append((flag, path))
+
+
+def checked_reports(reports: Sequence[tuple[str, Path]], reads: Reads) -> list[tuple[str, Path]]:
+    """The (format, file) of each `--report`, each checked (exit 2) before the command's work: it may
+    not overwrite what the command reads or another report, and must be a file that can be written."""
+    check_outputs([("--report", path) for _, path in reports], reads)
+    for _, path in reports:
+        check_writable(path, what="report")
+    return list(reports)
 
 
 def _protected_files(reads: Reads, *, walk_gates: bool) -> Iterator[tuple[Path, str]]:

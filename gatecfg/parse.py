@@ -133,9 +133,24 @@ def _is_number(text: str) -> bool:
     return True
 
 
+# Pydantic's own message, with the hint that says how to fix it.
+_HINTS = {
+    "name_too_long": "shorten the name",
+    "control_character": "remove it; write the name as plain text",
+    "surrogate": "write the character itself (YAML files are UTF-8), not its UTF-16 escapes",
+}
+
+
 def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]:
+    """The message and hint of one pydantic error: a value of the wrong type, else a value out of rule."""
     got = _got(value)
-    ctx = err.get("ctx") or {}
+    typed = _type_message(kind, value, got)
+    return typed if typed is not None else _rule_message(kind, err, value, got)
+
+
+def _type_message(kind: str, value: Any, got: str) -> tuple[str, str | None] | None:
+    """A value of the wrong YAML type (a number, a boolean, a string, a mapping, a list); None for
+    another kind of error."""
     if kind in {"float_type", "int_type", "float_parsing", "int_parsing"}:
         what = "a whole number" if kind.startswith("int") else "a number"
         if isinstance(value, bool):
@@ -161,6 +176,12 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
         if isinstance(value, dict):
             return "must be a list, got a mapping", "start each item on its own line with `- `"
         return f"must be a list, got {got}", None
+    return None
+
+
+def _rule_message(kind: str, err: ErrorDetails, value: Any, got: str) -> tuple[str, str | None]:
+    """A value of the right type that breaks a rule: not an allowed word, out of range, empty, ..."""
+    ctx = err.get("ctx") or {}
     if kind == "literal_error":
         expected = str(ctx.get("expected", "one of the allowed values"))
         close = did_you_mean(value, re.findall(r"'([^']*)'", expected)) if isinstance(value, str) else None
@@ -174,19 +195,11 @@ def _message(kind: str, err: ErrorDetails, value: Any) -> tuple[str, str | None]
         return err["msg"], f"{close} ({STEPS_HINT})" if close else STEPS_HINT
     if kind == "null_field":
         return err["msg"], _NULL_HINTS.get(str(ctx.get("name")), "remove the line to inherit the default")
-    if kind == "string_too_short":
+    if kind in {"string_too_short", "too_short"}:
         return "must not be empty", None
-    if kind == "too_short":
-        return "must not be empty", None
-    if kind == "name_too_long":
-        return err["msg"], "shorten the name"
-    if kind == "control_character":
-        return err["msg"], "remove it; write the name as plain text"
-    if kind == "surrogate":
-        return err["msg"], "write the character itself (YAML files are UTF-8), not its UTF-16 escapes"
     if kind == "string_pattern_mismatch":
         return f"must not be blank or start/end with spaces, got {got}", None
-    return err["msg"], None
+    return err["msg"], _HINTS.get(kind)
 
 
 def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:

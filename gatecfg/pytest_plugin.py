@@ -5,16 +5,19 @@ them through `gatecfg.evaluate`.
 Off unless asked for: without `--gatecfg-gates DIR` (or `gatecfg_gates` in the ini file) the fixture only
 collects, and the terminal summary says which tests went ungated. An enforced failure fails the test with
 one line per gate; shadow failures and re-key warnings go to the terminal summary; each gate's status is a
-JUnit property. What the summary needs travels in the reports' `user_properties`, so it works under
-pytest-xdist. Nothing of gatecfg beyond this module loads in a session that does not gate.
+JUnit property. What the summary needs is one typed `_Outcome` per test, kept in the item's stash and sent
+to the terminal as one JSON user property (under pytest-xdist the summary is in the controller, and only a
+report's user properties travel from a worker). Nothing of gatecfg beyond this module loads in a session
+that does not gate.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,17 +26,12 @@ import pytest
 if TYPE_CHECKING:
     from gatecfg.report import RunReport
 
-# user_properties names: one per gate ("gatecfg:<metric>", its status and role) and the summary's lines.
+# user_properties names: one per gate ("gatecfg:<metric>", its status and role, for JUnit) and the
+# test's `_Outcome` for the terminal summary.
 _GATE = "gatecfg:"
-_SHADOW = "gatecfg-shadow-failure"
-_REKEY = "gatecfg-rekey"
-_UNGATED = "gatecfg-ungated"
-_NOTICE = "gatecfg-notice"
-_MISSING = "gatecfg-missing-steps"
-_JUDGED = "gatecfg-judged"  # "<written 0|1>\t<store>\t<gate statuses, space-separated>" per gated test
-_REFUSED = "gatecfg-write-refused"  # why the write policy refused --gatecfg-write (the run was judged)
+_OUTCOME = "gatecfg-outcome"
 
-# The CLI's words in gatecfg's messages, as this plugin's options say them.
+# The CLI's words in the store's hints, as this plugin's options say them.
 _OPTION_WORDS = (
     ("the first nightly `gatecfg evaluate ... --write`", "the first nightly `pytest --gatecfg-write`"),
     ("--db / GATECFG_DB_URL", "--gatecfg-db / the ini's gatecfg_db / GATECFG_DB_URL"),
@@ -65,7 +63,32 @@ class GateMetrics:
         return bool(self.points or self.files)
 
 
+@dataclass
+class _Outcome:
+    """What gating one test leaves for the terminal summary."""
+
+    test: str
+    ungated: bool = False  # it logged gate_metrics, and gating is off
+    judged: bool = False
+    written: bool = False
+    store: str = ""
+    statuses: list[str] = field(default_factory=list)  # one per gate
+    refused: str | None = None  # why the write policy refused --gatecfg-write (the run was judged)
+    shadow: list[str] = field(default_factory=list)
+    rekeys: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def as_property(self) -> tuple[str, str]:
+        return _OUTCOME, json.dumps(asdict(self))
+
+    @classmethod
+    def from_property(cls, text: str) -> _Outcome:
+        return cls(**json.loads(text))
+
+
 _METRICS = pytest.StashKey[GateMetrics]()
+_OUTCOMES = pytest.StashKey[_Outcome]()
 _SETTINGS = pytest.StashKey["_Settings"]()
 _CLASH = pytest.StashKey[str]()
 
@@ -177,7 +200,21 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     yield
     metrics = item.stash.get(_METRICS, None)
     if metrics:
-        _gate(item, metrics)
+        outcome = item.stash[_OUTCOMES] = _Outcome(_test_name(item))
+        _gate(item, metrics, outcome)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # The outcome, serialised once, rides on the call's report: under xdist only reports reach the
+    # controller, where the terminal summary is.
+    report = yield
+    outcome = item.stash.get(_OUTCOMES, None)
+    if call.when == "call" and outcome is not None:
+        report.user_properties.append(outcome.as_property())
+    return report
 
 
 def _test_name(item: pytest.Item) -> str:
@@ -188,11 +225,11 @@ def _test_name(item: pytest.Item) -> str:
         return item.path.as_posix()
 
 
-def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
+def _gate(item: pytest.Item, metrics: GateMetrics, outcome: _Outcome) -> None:
     settings = item.config.stash[_SETTINGS]
-    test = _test_name(item)
+    test = outcome.test
     if settings.gates is None:
-        item.user_properties.append((_UNGATED, test))
+        outcome.ungated = True
         return
     from gatecfg.api import evaluate
     from gatecfg.errors import GatecfgError, format_problems
@@ -209,15 +246,15 @@ def _gate(item: pytest.Item, metrics: GateMetrics) -> None:
         except WriteRefusedError as refused:
             # A pull request's job that passes --gatecfg-write (a shared CI config) is judged as any PR
             # run is: the refusal is said once, and the tests pass or fail on their verdicts alone.
-            item.user_properties.append((_REFUSED, refused.problems[0].message))
+            outcome.refused = refused.problems[0].message
             report = evaluate(test, record, gates=settings.gates, db=settings.db, meta=settings.meta)
     except GatecfgError as exc:
         problem = _in_plugin_words(format_problems(exc.problems, "text"))
     if problem is not None:  # outside the `except`: one message, no chained exception under it
         pytest.fail(f"gatecfg: {problem}", pytrace=False)
-    statuses = " ".join(result.status for result in report.results)
-    item.user_properties.append((_JUDGED, f"{int(report.run.written)}\t{report.store}\t{statuses}"))
-    failed = _record(item, test, report)
+    outcome.judged, outcome.written, outcome.store = True, report.run.written, report.store
+    outcome.statuses = [result.status for result in report.results]
+    failed = _record(item, outcome, report)
     if report.exit_code and not failed:  # no stored history under require_history: the notice says so
         failed = [f"  {note}" for note in report.notes]
     if failed:
@@ -234,8 +271,10 @@ def _in_plugin_words(text: str) -> str:
     return text
 
 
-def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
-    """Properties for JUnit and the terminal summary; the lines of the enforced failures."""
+def _record(item: pytest.Item, outcome: _Outcome, report: RunReport) -> list[str]:
+    """Properties for JUnit, the outcome's lines for the terminal summary; the lines of the enforced
+    failures."""
+    test = outcome.test
     from gatecfg.evaluation import missing_note
     from gatecfg.report import role
 
@@ -246,12 +285,9 @@ def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
             # Its own line and heading: the run lacks steps (status `missing`), which is neither a failing
             # step nor a series without history.
             fate = "fails the gate" if result.policy.missing == "fail" else "a warning"
-            item.user_properties.append(
-                (
-                    _MISSING,
-                    f"{test}: {result.gate.metric} ({result.gate.file}:{result.gate.line}): "
-                    f"{result.missing_text()} ({fate}: policy.missing: {result.policy.missing})",
-                )
+            outcome.missing.append(
+                f"{test}: {result.gate.metric} ({result.gate.file}:{result.gate.line}): "
+                f"{result.missing_text()} ({fate}: policy.missing: {result.policy.missing})"
             )
         if not result.blocks_trust:
             continue
@@ -260,33 +296,34 @@ def _record(item: pytest.Item, test: str, report: RunReport) -> list[str]:
         if result.fails_job:
             failed.append(line)
         else:
-            item.user_properties.append((_SHADOW, f"{test}: {line.strip()}"))
-    for warning in report.warnings:
-        item.user_properties.append((_REKEY, f"{test}: {warning.message}"))
+            outcome.shadow.append(f"{test}: {line.strip()}")
+    outcome.rekeys += [f"{test}: {warning.message}" for warning in report.warnings]
     missing = {missing_note(result) for result in report.results if result.missing}
     for note in report.notes:
         if note not in missing:  # under its own heading, above
-            item.user_properties.append((_NOTICE, f"{test}: {note}"))
+            outcome.notices.append(f"{test}: {note}")
     return failed
 
 
 class _Summary:
-    """Collects the summary's lines from every test's report, where the terminal is (in the controller
-    under xdist, which receives the workers' reports with their user_properties)."""
+    """Collects every test's `_Outcome` from its report, where the terminal is (in the controller under
+    xdist, which receives the workers' reports with their user_properties)."""
 
     def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
+        self.outcomes: list[_Outcome] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            kinds = (_SHADOW, _REKEY, _NOTICE, _MISSING, _UNGATED, _JUDGED, _REFUSED)
-            self.lines.extend((name, str(text)) for name, text in report.user_properties if name in kinds)
+            self.outcomes += [
+                _Outcome.from_property(str(v)) for k, v in report.user_properties if k == _OUTCOME
+            ]
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.lines:
+        outcomes = self.outcomes
+        if not any(o.ungated or o.judged or o.refused for o in outcomes):
             return
         terminalreporter.write_sep("=", "gatecfg")
-        refused = sorted({text for name, text in self.lines if name == _REFUSED})
+        refused = sorted({o.refused for o in outcomes if o.refused is not None})
         for reason in refused:
             terminalreporter.write_line(
                 f"--gatecfg-write refused: {reason}; the runs were judged and not stored "
@@ -294,39 +331,43 @@ class _Summary:
                 yellow=True,
                 bold=True,
             )
-        judged = [text.split("\t") for name, text in self.lines if name == _JUDGED]
+        judged = [o for o in outcomes if o.judged]
         if judged:
-            statuses = Counter(status for _, _, gates in judged for status in gates.split())
-            written = sum(int(flag) for flag, _, _ in judged)
-            stores = sorted({store for _, store, _ in judged})
-            terminalreporter.write_line(
-                f"judged {len(judged)} test(s), {sum(statuses.values())} gate(s): "
-                + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
-                + f"; wrote {written} run(s) into history"
-                + (
-                    f" ({', '.join(stores)})"
-                    if written
-                    else " (the write was refused, above)"
-                    if refused
-                    else " (nightlies pass --gatecfg-write)"
-                )
-            )
+            terminalreporter.write_line(_judged_line(judged, refused=bool(refused)))
         titles = (
-            (_MISSING, "steps not logged (status missing)"),
+            ("missing", "steps not logged (status missing)"),
             # Each notice says what it is: no stored history, a shift followed, a stale baseline.
-            (_NOTICE, "notices"),
-            (_SHADOW, "shadow gates failed (reported, not fatal)"),
-            (_REKEY, "RE-KEY"),
+            ("notices", "notices"),
+            ("shadow", "shadow gates failed (reported, not fatal)"),
+            ("rekeys", "RE-KEY"),
         )
         for kind, title in titles:
-            texts = [text for name, text in self.lines if name == kind]
+            texts = [text for o in outcomes for text in getattr(o, kind)]
             if texts:
                 terminalreporter.write_line(f"{title}:", yellow=True, bold=True)
                 for text in texts:
                     terminalreporter.write_line(f"  {text}")
-        ungated = sorted({text for name, text in self.lines if name == _UNGATED})
+        ungated = sorted({o.test for o in outcomes if o.ungated})
         if ungated:
             terminalreporter.write_line(
                 f"{len(ungated)} test(s) logged gate_metrics but were not gated: pass --gatecfg-gates DIR "
                 "(or set gatecfg_gates in the ini file): " + ", ".join(ungated)
             )
+
+
+def _judged_line(judged: list[_Outcome], *, refused: bool) -> str:
+    statuses = Counter(status for o in judged for status in o.statuses)
+    written = sum(o.written for o in judged)
+    stores = sorted({o.store for o in judged})
+    return (
+        f"judged {len(judged)} test(s), {sum(statuses.values())} gate(s): "
+        + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+        + f"; wrote {written} run(s) into history"
+        + (
+            f" ({', '.join(stores)})"
+            if written
+            else " (the write was refused, above)"
+            if refused
+            else " (nightlies pass --gatecfg-write)"
+        )
+    )

@@ -8,11 +8,13 @@ do not fit is drawn as a wrapped line per row instead. Progress goes to stderr:
 rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
 command prints nothing extra.
 
-Tables are drawn here rather than by rich: rich measures every cell through its segment machinery, about
-half a millisecond per row and 0.1 s of imports, which made the text report of a small evaluation cost
-more than its store reads. A report's tables are a few dozen rows of plain strings; this draws them in
-rich's SIMPLE_HEAD layout in time proportional to what is shown. Widths are display cells, as a terminal
-draws them (`cells`): an East Asian wide character takes two, a combining mark none.
+Tables are drawn here rather than by rich (kept for benchmarks/bench.py's text-report figure and
+benchmarks/startup.py; tests/test_terminal.py holds the layout, no test compares it with rich's): rich
+measures every cell through its segment machinery, about half a millisecond per row and 0.1 s of imports,
+which made the text report of a small evaluation cost more than its store reads. A report's tables are a few
+dozen rows of plain strings; this draws them in rich's SIMPLE_HEAD layout in time proportional to what is
+shown. Widths are display cells, as a terminal draws them (`cells`): an East Asian wide character takes two, a
+combining mark none.
 """
 
 from __future__ import annotations

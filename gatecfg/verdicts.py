@@ -490,6 +490,7 @@ def _statuses(
 ) -> tuple[np.ndarray, Ruled | None]:
     """Every step's status (its index in STATUSES), exactly as `judge` decides it, with the band
     arithmetic done in arrays; and for a budget gate, the rule's decision over all its judged steps.
+    Kept for benchmarks/bench.py's evaluate; tests/test_bulk_verdicts.py holds it equal to `judge`.
     Given every step's exact `bands` (ref, lo, hi; `band()` bit for bit), a step's status is read off its
     edges, as `judge` reads it."""
     values = selection.numbers()

@@ -105,7 +105,7 @@ def check_write(
     for policy in found() if callable(found) else found:
         refusal = write_refusal(policy, job)
         if refusal is not None:
-            raise WriteRefusedError.at(
+            raise WriteRefusedError.about(
                 where,
                 f"this job may not {action}: {refusal}",
                 hint="a pull request's job must not change the history its baselines come from; "

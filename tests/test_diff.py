@@ -182,6 +182,43 @@ def test_fail_on_rekey_exits_1_and_without_it_a_rekey_exits_0(repo: Path) -> Non
     assert run_cli("diff", "--base", "HEAD", "--fail-on-rekey").code == 1
 
 
+def test_report_writes_json_and_markdown_beside_the_annotations(repo: Path) -> None:
+    edit_raw_reward_default(repo)
+    out = repo / "out"
+
+    result = run_cli(
+        "diff", "--base", "HEAD", "--format", "github", "--fail-on-rekey",
+        "--report", f"json={out}/diff.json", "--report", f"markdown={out}/diff.md",
+    )  # fmt: skip
+
+    assert result.code == 1
+    assert result.out.startswith("::error file=gates/base.yaml")
+    report = json.loads((out / "diff.json").read_text())
+    assert report["exit_code"] == 1
+    assert report["cold"] == report["rekeyed"] == len(inheritors(repo, "rollout/raw_reward", "constraint"))
+    markdown = (out / "diff.md").read_text()
+    assert markdown.startswith(
+        "### gatecfg diff\n\n```\ngatecfg diff: gates/ in the working tree against HEAD"
+    )
+    assert markdown.endswith("```\n")
+
+
+def test_evaluate_fail_on_rekey_fails_a_passing_run_that_rekeys(repo: Path, db: str) -> None:
+    seed_nightlies(repo, db)
+    edit_raw_reward_default(repo)
+    record = gsm8k_record(repo / "pr.jsonl", 0.51)
+    args = ("evaluate", "--test", GSM8K, "--record", record, "--db", db)
+    assert run_cli(*args).code == 0
+
+    result = run_cli(*args, "--fail-on-rekey", "--format", "json")
+
+    assert result.code == 1
+    report = json.loads(result.out)
+    assert report["exit_code"] == 1
+    assert report["notes"][-1] == "1 gate(s) re-keyed and start cold, and --fail-on-rekey is set: exit 1"
+    assert "gatecfg evaluate: 1 gate(s) re-keyed and start cold, and --fail-on-rekey is set" in result.err
+
+
 def test_an_unchanged_tree_says_so_and_passes_fail_on_rekey(repo: Path) -> None:
     result = run_cli("diff", "--base", "HEAD", "--fail-on-rekey")
 

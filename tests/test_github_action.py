@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import REPO
@@ -102,41 +103,67 @@ def test_action_declares_the_documented_interface() -> None:
 # ---------------------------------------------------------------------- the action's script, run locally
 
 
-def run_action(project: Path, tmp_path: Path, **inputs: str) -> tuple[int, dict[str, str], str]:
-    """The action's gatecfg step as the runner runs it: inputs as environment variables, GITHUB_OUTPUT and
-    GITHUB_STEP_SUMMARY files; gatecfg from this checkout's environment."""
-    [script] = [run for name, run in action_scripts() if name.startswith("gatecfg ")]
+def action() -> dict[str, Any]:
+    loaded: dict[str, Any] = YAML(typ="safe").load((REPO / "action.yml").read_text(encoding="utf-8"))
+    return loaded
+
+
+EXPRESSION = re.compile(r"\$\{\{ (.*?) \}\}")
+
+
+def evaluate_expression(text: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
+    """The few expressions action.yml uses: `inputs.NAME`, `steps.ID.outputs.NAME` and `a || b`."""
+
+    def value(expression: str) -> str:
+        for term in expression.split(" || "):
+            kind, _, rest = term.partition(".")
+            if kind == "inputs":
+                found = inputs[rest]
+            else:
+                step, _, name = rest.partition(".outputs.")
+                found = steps.get(step, {}).get(name, "")
+            if found:
+                return found
+        return ""
+
+    return EXPRESSION.sub(lambda m: value(m[1]), text)
+
+
+def run_action(project: Path, tmp_path: Path, **given: str) -> tuple[int, dict[str, str], str]:
+    """The action's steps after the install as the runner runs them: each step whose `if:` holds (its
+    inputs as environment variables, a GITHUB_OUTPUT file of its own, one GITHUB_STEP_SUMMARY) until one
+    fails; gatecfg from this checkout's environment. Returns the exit code, the action's outputs and the
+    steps' output."""
+    spec = action()
+    inputs = {name: str(i.get("default", "")) for name, i in spec["inputs"].items()}
+    inputs.update({name.replace("_", "-"): value for name, value in given.items()})
     runner = tmp_path / "runner"
     runner.mkdir(exist_ok=True)
-    env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": str(REPO),  # the `gatecfg` on PATH runs this checkout's code
-        "RUNNER_TEMP": str(runner),
-        "GITHUB_OUTPUT": str(runner / "output"),
-        "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
-        # Every input is set on the runner, to its default when the workflow does not give it.
-        **{f"GATECFG_{name.upper()}": value for name, value in {**DEFAULTS, **inputs}.items()},
-    }
-    (runner / "output").write_text("")
-    result = subprocess.run(
-        ["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True, check=False
-    )
-    outputs = dict(line.split("=", 1) for line in (runner / "output").read_text().splitlines())
-    return result.returncode, outputs, result.stdout + result.stderr
-
-
-DEFAULTS = {
-    "command": "",
-    "test": "",
-    "record": "",
-    "gates": "gates",
-    "action_db_url": "",
-    "write": "false",
-    "fail_on_rekey": "false",
-    "base": "",
-    "series": "",
-    "missing_store": "fail",
-}
+    steps: dict[str, dict[str, str]] = {}
+    code, shown = 0, ""
+    for step in spec["runs"]["steps"]:
+        condition = re.fullmatch(r"inputs\.command == '(\w+)'", step.get("if", ""))
+        if step["name"].startswith("Install") or (condition and condition[1] != inputs["command"]):
+            continue
+        output = runner / f"output-{step['id']}"
+        output.write_text("")
+        env = {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(REPO),  # the `gatecfg` on PATH runs this checkout's code
+            "RUNNER_TEMP": str(runner),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+            **{k: evaluate_expression(v, inputs, steps) for k, v in step.get("env", {}).items()},
+        }
+        result = subprocess.run(
+            ["bash", "-c", step["run"]], cwd=project, env=env, capture_output=True, text=True, check=False
+        )
+        steps[step["id"]] = dict(line.split("=", 1) for line in output.read_text().splitlines())
+        code, shown = result.returncode, shown + result.stdout + result.stderr
+        if code != 0:
+            break
+    outputs = {name: evaluate_expression(o["value"], inputs, steps) for name, o in spec["outputs"].items()}
+    return code, {name: value for name, value in outputs.items() if value}, shown
 
 
 @pytest.fixture
@@ -155,7 +182,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_action_evaluate_fails_on_an_enforced_gate_and_sets_outputs(project: Path, tmp_path: Path) -> None:
     code, outputs, stdout = run_action(
-        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl\n", action_db_url="history.db"
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl\n", db_url="history.db"
     )
     assert code == 1
     assert outputs["exit-code"] == "1"
@@ -171,12 +198,13 @@ def test_action_fail_on_rekey(project: Path, tmp_path: Path, fail_on_rekey: str,
     base = project / "gates" / "base.yaml"
     base.write_text(base.read_text().replace("rel_down: 0.2,", "rel_down: 0.25,"))
     code, outputs, stdout = run_action(
-        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", action_db_url="history.db",
+        project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", db_url="history.db",
         fail_on_rekey=fail_on_rekey,
     )  # fmt: skip
     assert (code, outputs["exit-code"]) == (expected, str(expected))
     assert len(json.loads(Path(outputs["report-json"]).read_text())["warnings"]) == 1
-    assert ("re-keyed and start cold, and fail-on-rekey is set" in stdout) == (expected == 1)
+    assert ("re-keyed and start cold, and --fail-on-rekey is set: exit 1" in stdout) == (expected == 1)
+    assert ("::error file=gates/" in stdout) == (expected == 1)  # the re-key's annotation
 
 
 def test_action_lint_annotates_and_writes_the_problems(project: Path, tmp_path: Path) -> None:
@@ -277,7 +305,7 @@ def test_missing_store_notice_does_not_hide_a_store_that_is_there_but_broken(
 ) -> None:
     code, outputs, stdout = run_action(
         project, tmp_path, command="evaluate", test=TEST, record="pr.jsonl", missing_store="notice",
-        action_db_url="postgresql+psycopg://u:hunter2@127.0.0.1:1/x",
+        db_url="postgresql+psycopg://u:hunter2@127.0.0.1:1/x",
     )  # fmt: skip
     assert (code, outputs["exit-code"]) == (3, "3")
     assert "::error title=gatecfg::postgresql+psycopg://u:***@127.0.0.1:1/x: cannot connect" in stdout

@@ -151,6 +151,33 @@ def test_json_format_parses_to_one_object_per_problem() -> None:
     }
 
 
+@pytest.mark.usefixtures("broken_tree")
+def test_report_writes_another_format_beside_the_printed_one() -> None:
+    result = run_cli(
+        "lint", "--format", "github", "--report", "json=out/problems.json", "--report", "text=p.txt"
+    )
+    assert result.code == 2
+    assert [GITHUB_LINE.match(line) is not None for line in result.out.splitlines()] == [True] * 3
+    assert [p["path"] for p in json.loads(Path("out/problems.json").read_text())] == ERROR_FILES
+    assert Path("p.txt").read_text().startswith("gates/a/syntax.yaml:2:8: error:")
+
+
+@pytest.mark.usefixtures("broken_tree")
+def test_a_report_over_a_gate_file_is_refused_before_anything_is_written() -> None:
+    result = run_cli("lint", "--report", "json=gates/ok.yaml")
+    assert result.code == 2
+    assert result.err.startswith("--report: error: `gates/ok.yaml` is a gate file being read")
+    assert Path("gates/ok.yaml").read_text() == GOOD.format(name="ok")
+
+
+@pytest.mark.usefixtures("broken_tree")
+def test_a_report_of_an_unknown_format_names_the_formats() -> None:
+    result = run_cli("lint", "--report", "junit=x.xml")
+    assert result.code == 2
+    assert "--report: error: `junit=x.xml` is not FORMAT=FILE" in result.err
+    assert "hint: formats: text, github, json" in result.err
+
+
 def test_json_format_of_a_clean_tree_is_an_empty_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     result = run_cli("lint", "--format", "json")

@@ -21,14 +21,21 @@ def test_write_under_another_tests_run_id_is_an_input_error(tmp_path: Path, db: 
         "tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1"
     )
     assert first.run.written
-    with pytest.raises(gatecfg.InputError, match=r"already stored for test `tests/e2e/test_other_ci\.py`"):
+    with pytest.raises(
+        gatecfg.InputError, match=r"already stored for test `tests/e2e/test_other_ci\.py`"
+    ) as raised:
         gatecfg.evaluate(TEST, points, gates=gates, db=db, write=True, run_id="r-1")
+    # The core names the input neutrally: the API's keyword argument, and the CLI's flag.
+    [problem] = raised.value.problems
+    assert (problem.argument, problem.location.path) == ("run_id", "run_id")
+    assert "--" not in str(raised.value)
     record = write_record(tmp_path / "r.jsonl", points)
     cli = run_cli("evaluate", "--gates", gates, "--test", TEST, "--record", record, "--db", db,
                   "--write", "--run-id", "r-1")  # fmt: skip
     assert cli.code == 2
-    assert "--run-id" in cli.err
-    assert "tests/e2e/test_other_ci.py" in cli.err
+    assert cli.err.startswith(
+        "--run-id: error: run id `r-1` is already stored for test `tests/e2e/test_other_ci.py`"
+    )
     # The same run id for the same test stays idempotent: exit 0, nothing written twice.
     again = gatecfg.evaluate(
         "tests/e2e/test_other_ci.py", points, gates=gates, db=db, write=True, run_id="r-1"

@@ -256,14 +256,7 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
             d if i in turns else bool(cost(a, b)[1])
             for i, (a, b, d) in enumerate(zip(bounds, ends, drifting, strict=True))
         ]
-        stepped = []
-        for i, (a, b) in enumerate(zip(bounds, ends, strict=True)):
-            if not drifting[i]:
-                continue
-            first = bounds[i - 1] if i in turns else a  # a turning level is tested with its level
-            steps = [first, *(s for s in starts if first + MIN_REGIME <= s <= b - MIN_REGIME)]
-            if _staircase(y[first:b], [s - first for s in steps], a - first):
-                stepped.append((first, b))
+        stepped = _stepped_drifts(y, bounds, drifting, turns, starts)
         if not stepped:
             break
         for a, b in stepped:
@@ -283,6 +276,27 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         tuple(slopes),
         tuple((start + lo, start + hi) for lo, hi in intervals),
     )
+
+
+def _stepped_drifts(
+    y: Array,
+    bounds: list[int],
+    drifting: list[bool],
+    turns: dict[int, tuple[int, int]],
+    starts: Sequence[int],
+) -> list[tuple[int, int]]:
+    """The drifting segments (`first`, `stop`) that are staircases of the level changes `starts` rather
+    than lines: `_fit_stretch` fits them again with lines barred."""
+    stepped = []
+    ends = [*bounds[1:], y.size]
+    for i, (a, b) in enumerate(zip(bounds, ends, strict=True)):
+        if not drifting[i]:
+            continue
+        first = bounds[i - 1] if i in turns else a  # a turning level is tested with its level
+        steps = [first, *(s for s in starts if first + MIN_REGIME <= s <= b - MIN_REGIME)]
+        if _staircase(y[first:b], [s - first for s in steps], a - first):
+            stepped.append((first, b))
+    return stepped
 
 
 def _quiet(centred: Array, sigma: float, per_night: float) -> bool:

@@ -215,6 +215,9 @@ def _ekcpd_pelt_l2() -> Callable[..., Any]:
     `import ruptures` imports every detector and cost, and with them scipy.stats and scipy.spatial: about
     a second of a `gatecfg regimes` process. The compiled search needs none of it, so its extension module
     is loaded on its own; should a ruptures release move it, the public class is used instead.
+
+    Kept for speed by benchmarks/bench.py (`gatecfg regimes` as a process); held equal to the public
+    class by tests/test_regimes.py::test_the_public_ruptures_class_finds_what_the_c_search_finds.
     """
     name = "ruptures.detection._detection.ekcpd"
     package = importlib.util.find_spec("ruptures")

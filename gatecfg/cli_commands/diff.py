@@ -9,12 +9,18 @@ from gatecfg.cli_args import (
     add,
     base_option,
     db_option,
+    fail_on_rekey_option,
     format_option,
     gates_option,
+    report_files,
+    report_option,
     series_labels,
     series_option,
 )
 from gatecfg.settings import optional_db_url
+
+# markdown: the text report in a code block under a heading, e.g. for the GitHub step summary.
+FORMATS = ("text", "json", "github", "markdown")
 
 
 def register(sub: SubParsers) -> None:
@@ -29,15 +35,16 @@ def register(sub: SubParsers) -> None:
     gates_option(p)
     db_option(p, "also count the stored values each re-key orphans (default: $GATECFG_DB_URL, if set)")
     series_option(p)
-    format_option(p, ["text", "json", "github"])
-    p.add_argument(
-        "--fail-on-rekey", action="store_true", help="exit 1 when a gate re-keys without carried history"
-    )
+    format_option(p, FORMATS)
+    report_option(p, "markdown=diff.md")
+    fail_on_rekey_option(p, "exit 1 when a gate re-keys without carried history")
 
 
 def run(args: argparse.Namespace) -> int:
     from gatecfg.commands.diff import diff_command
+    from gatecfg.outputs import checked_reports, project_reads
 
+    reports = checked_reports(report_files(args.report, FORMATS), project_reads(db=args.db, gates=args.gates))
     return diff_command(
         base=args.base,
         gates=args.gates,
@@ -45,4 +52,5 @@ def run(args: argparse.Namespace) -> int:
         labels=series_labels(args.series),
         fmt_name=args.format,
         fail_on_rekey=args.fail_on_rekey,
+        reports=reports,
     )

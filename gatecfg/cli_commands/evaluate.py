@@ -11,19 +11,21 @@ from gatecfg.cli_args import (
     add,
     commit_option,
     db_option,
+    fail_on_rekey_option,
     format_option,
     gate_test_option,
     gates_option,
     meta_option,
     override_option,
     record_option,
+    report_files,
+    report_option,
     run_id_option,
     run_meta,
     series_labels,
     series_option,
     write_option,
 )
-from gatecfg.errors import InputError
 from gatecfg.report import FORMATS, Output
 from gatecfg.settings import db_url
 
@@ -69,12 +71,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--url", help="link to the CI run (default: built from the CI environment)")
     format_option(p, FORMATS, "report format (default: text)")
     p.add_argument("--output", type=Path, metavar="FILE", help="write the --format report here, not stdout")
-    p.add_argument(
-        "--report",
-        action="append",
-        default=[],
-        metavar="FMT=FILE",
-        help="also write another format to a file, e.g. junit=gatecfg.xml (repeatable)",
+    report_option(p, "junit=gatecfg.xml")
+    fail_on_rekey_option(
+        p, "exit 1 when a gate re-keys and starts cold (its baseline lost), even if every gate passes"
     )
     p.add_argument(
         "--verbose",
@@ -84,20 +83,12 @@ def register(sub: SubParsers) -> None:
 
 
 def _outputs(args: argparse.Namespace) -> list[Output]:
-    outputs = [Output(args.format, args.output)]
-    for item in args.report:
-        fmt, sep, path = item.partition("=")
-        if not sep or fmt not in FORMATS or not path:
-            raise InputError.at(
-                "--report", f"`{item}` is not FORMAT=FILE", hint=f"formats: {', '.join(FORMATS)}"
-            )
-        outputs.append(Output(fmt, Path(path)))
-    return outputs
+    return [Output(args.format, args.output), *(Output(f, p) for f, p in report_files(args.report, FORMATS))]
 
 
 def run(args: argparse.Namespace) -> int:
     from gatecfg.api import evaluate
-    from gatecfg.commands.evaluate import open_outputs, print_report
+    from gatecfg.commands.evaluate import fail_on_rekey, open_outputs, print_report
     from gatecfg.dates import run_date
     from gatecfg.outputs import Reads, check_outputs, settings_file
     from gatecfg.write_policy import check_override
@@ -130,4 +121,6 @@ def run(args: argparse.Namespace) -> int:
         confirm_with=args.confirm_with,
         date=date,
     )
+    if args.fail_on_rekey:
+        report = fail_on_rekey(report)
     return print_report(report, outputs, summary, verbose=args.verbose)

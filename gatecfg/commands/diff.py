@@ -16,6 +16,7 @@ from gatecfg.gitrev import commit_of, diff_against, repo_top
 from gatecfg.keys import series_key
 from gatecfg.rekey import Cause, Rekeyed, TreeDiff, stored_under
 from gatecfg.resolve import ResolvedGate
+from gatecfg.textio import write_text
 
 if TYPE_CHECKING:  # the store loads only with --db
     from gatecfg.store import CoordinateSummary, Store
@@ -93,7 +94,10 @@ def diff_command(
     labels: Mapping[str, str] | None,
     fmt_name: str,
     fail_on_rekey: bool,
+    reports: Sequence[tuple[str, Path]] = (),
 ) -> int:
+    """The re-keys of the working tree against `base`, printed as `fmt_name` and written to each
+    (format, file) of `reports`; exit 1 when `fail_on_rekey` and a gate starts cold."""
     comparison = diff_against(base, gates)
     diff, base_problems = comparison.diff, comparison.before.problems
     stored = None
@@ -118,14 +122,21 @@ def diff_command(
             "compared:\n" + format_problems(base_problems, "text"),
             file=sys.stderr,
         )
-    if fmt_name == "json":
-        print(json.dumps(as_json(report, fail_on_rekey), indent=2))
-    elif fmt_name == "github":
-        print(github(report, fail_on_rekey=fail_on_rekey))
-        print(text(report))
-    else:
-        print(text(report))
+    print(render(report, fmt_name, fail_on_rekey=fail_on_rekey))
+    for fmt, path in reports:
+        write_text(path, render(report, fmt, fail_on_rekey=fail_on_rekey) + "\n", what="report")
     return EXIT_GATE_FAILED if fail_on_rekey and report.cold() else EXIT_OK
+
+
+def render(report: DiffReport, fmt: str, *, fail_on_rekey: bool) -> str:
+    """The report as `--format FMT` prints it (github: the annotations, then the text report)."""
+    if fmt == "json":
+        return json.dumps(as_json(report, fail_on_rekey), indent=2)
+    if fmt == "github":
+        return f"{github(report, fail_on_rekey=fail_on_rekey)}\n{text(report)}"
+    if fmt == "markdown":
+        return f"### gatecfg diff\n\n```\n{text(report)}\n```"
+    return text(report)
 
 
 def stored_history(

@@ -3,6 +3,7 @@ the re-key banner, the report files and the GitHub step summary."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gatecfg import terminal as screen
+from gatecfg.errors import EXIT_GATE_FAILED, EXIT_OK
 from gatecfg.escape import terminal
 from gatecfg.outputs import Reads, collision
 from gatecfg.rekey import RekeyWarning
@@ -50,6 +52,17 @@ def shift_banner(shifts: Sequence[Shift]) -> str:
             body.append("!!    undo with `gatecfg shifts --undo N` (N: `gatecfg shifts` lists it)")
     body.append(line)
     return "\n".join(body)
+
+
+def fail_on_rekey(report: RunReport) -> RunReport:
+    """`--fail-on-rekey`: a run that passes although a gate re-keyed (and starts cold) fails (exit 1),
+    with a note saying why in every format and the re-keys' annotations errors."""
+    if not report.warnings or report.exit_code != EXIT_OK:
+        return report
+    note = f"{len(report.warnings)} gate(s) re-keyed and start cold, and --fail-on-rekey is set: exit 1"
+    return dataclasses.replace(
+        report, exit_code=EXIT_GATE_FAILED, notes=(*report.notes, note), rekey_fails=True
+    )
 
 
 def open_outputs(outputs: Sequence[Output], reads: Reads) -> TextIO | None:

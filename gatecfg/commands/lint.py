@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gatecfg.errors import EXIT_INPUT, EXIT_OK, format_problems
 from gatecfg.linting import check, over_budget
+from gatecfg.textio import write_text
 
 
 def lint(
@@ -15,18 +16,23 @@ def lint(
     *,
     gates: Path,
     fmt: str,
+    reports: Sequence[tuple[str, Path]] = (),
     db: str | None = None,
     max_false_alarm: float | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> int:
     """Problems of the gate files; with `db` and `max_false_alarm`, also a warning for every gate whose
-    estimated false-alarm rate on that history is above the budget (warnings keep exit 0)."""
+    estimated false-alarm rate on that history is above the budget (warnings keep exit 0). `reports`:
+    (format, file) the problems are also written to."""
     problems, checked, tests = check(paths, gates)
     if db is not None and max_false_alarm is not None:
         problems += over_budget(tests, db, max_false_alarm, labels or {})
     output = format_problems(problems, fmt)
     if output:
         print(output)
+    for report_fmt, path in reports:
+        written = format_problems(problems, report_fmt)
+        write_text(path, f"{written}\n" if written else "", what="report")
     if fmt == "text":
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors

@@ -114,6 +114,7 @@ class RunReport:
     exit_code: int
     store: str
     enforce_disabled: bool = False
+    rekey_fails: bool = False  # a re-key fails the job (`--fail-on-rekey`): its annotation an error
     notes: Sequence[str] = field(default_factory=tuple)  # shown at the top of every format
     shifts: Sequence[Shift] = field(default_factory=tuple)  # sustained shifts tonight continues or accepts
     stale: Sequence[Stale] = field(default_factory=tuple)  # baselines that took no value for N nightlies

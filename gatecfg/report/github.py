@@ -43,7 +43,7 @@ def render_github(report: RunReport) -> str:
             Location(warning.gate.file, warning.gate.line),
             warning.message,
             dotted=warning.gate.metric,
-            severity="warning",
+            severity="error" if report.rekey_fails else "warning",
         )
         lines.append(problem.github())
     counts = report.counts()

@@ -12,6 +12,9 @@ checks. Anything else goes through `Store`, opened on first need, so that every 
 guarantee stays that class's: PostgreSQL, a URL with options, a store to create or upgrade, coordinates
 that carry history from others, windows whose runs stored other steps (read on into older runs), and
 writes.
+
+Kept for speed by benchmarks/bench.py (`gatecfg evaluate` on SQLite at 8M stored values); held equal
+to `Store`'s reads by tests/test_direct_reads.py.
 """
 
 from __future__ import annotations

@@ -176,7 +176,11 @@ _FLOAT_COLUMNS = ("value", "ref", "lo", "hi", "sd")
 
 
 def _copy_points(conn: Connection, chunks: Sequence[Chunk]) -> None:
-    """PostgreSQL: the rows as one binary COPY on the connection's own transaction, encoded by numpy a
+    """Kept for speed by benchmarks/bulk_paths.py and benchmarks/db_copy.py (PostgreSQL); held equal to
+    the rows written by tests/test_store.py's
+    test_every_field_of_every_point_round_trips_through_the_bulk_writes (under GATECFG_TEST_PG_URL).
+
+    PostgreSQL: the rows as one binary COPY on the connection's own transaction, encoded by numpy a
     row layout at a time (which fields are NULL, how long the status is), not by psycopg a row at a time
     (4 µs a row, 30 s of an 8M-value import)."""
     import psycopg  # only a PostgreSQL store gets here, and then psycopg is loaded already

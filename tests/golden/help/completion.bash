@@ -17,6 +17,8 @@ _gatecfg() {
             _gatecfg_reply < <(compgen -d -- "$cur"); return ;;
         --format)
             _gatecfg_reply < <(compgen -W "text github json" -- "$cur"); return ;;
+        --report)
+            COMPREPLY=(); return ;;
         --max-false-alarm)
             COMPREPLY=(); return ;;
         --db)
@@ -25,7 +27,7 @@ _gatecfg() {
             COMPREPLY=(); return ;;
         esac
         if [[ "$cur" == -* ]]; then
-            _gatecfg_reply < <(compgen -W "--help -h --debug --gates --format --max-false-alarm --db --series" -- "$cur")
+            _gatecfg_reply < <(compgen -W "--help -h --debug --gates --format --report --max-false-alarm --db --series" -- "$cur")
         else
             _gatecfg_reply < <(compgen -f -- "$cur")
         fi
@@ -92,7 +94,7 @@ _gatecfg() {
             COMPREPLY=(); return ;;
         esac
         if [[ "$cur" == -* ]]; then
-            _gatecfg_reply < <(compgen -W "--help -h --debug --test --record --confirm-with --write --date --require-history --override-write-policy --gates --db --series --meta --run-id --commit --branch --url --format --output --report --verbose" -- "$cur")
+            _gatecfg_reply < <(compgen -W "--help -h --debug --test --record --confirm-with --write --date --require-history --override-write-policy --gates --db --series --meta --run-id --commit --branch --url --format --output --report --fail-on-rekey --verbose" -- "$cur")
         fi
         ;;
     untrust)
@@ -321,10 +323,12 @@ _gatecfg() {
         --series)
             COMPREPLY=(); return ;;
         --format)
-            _gatecfg_reply < <(compgen -W "text json github" -- "$cur"); return ;;
+            _gatecfg_reply < <(compgen -W "text json github markdown" -- "$cur"); return ;;
+        --report)
+            COMPREPLY=(); return ;;
         esac
         if [[ "$cur" == -* ]]; then
-            _gatecfg_reply < <(compgen -W "--help -h --debug --base --gates --db --series --format --fail-on-rekey" -- "$cur")
+            _gatecfg_reply < <(compgen -W "--help -h --debug --base --gates --db --series --format --report --fail-on-rekey" -- "$cur")
         fi
         ;;
     carry)

@@ -40,6 +40,7 @@ _gatecfg() {
             '--debug[on an internal error, print the traceback (also GATECFG_DEBUG=1)]' \
             '--gates[gates root (default\: $GATECFG_GATES, else `gates` in .gatecfg.toml or...]:gates:_files -/' \
             '--format[]:format:(text github json)' \
+            '--report[also write another format to a file, e.g.]:report: ' \
             '--max-false-alarm[also warn on gates whose estimated false-alarm rate per night, from the...]:max-false-alarm: ' \
             '--db[history store\: sqlite\:///path or postgresql+psycopg\://...]:db: ' \
             '--series[a label that separates histories, e.g.]:series: ' \
@@ -78,6 +79,7 @@ _gatecfg() {
             '--format[report format (default\: text)]:format:(text json markdown junit github)' \
             '--output[write the --format report here, not stdout]:output:_files' \
             '--report[also write another format to a file, e.g.]:report: ' \
+            '--fail-on-rekey[exit 1 when a gate re-keys and starts cold (its baseline lost), even if...]' \
             '--verbose[text report\: also the steps that need attention and every gate, as tables]' ;;
         untrust) _arguments \
             '(--help -h)'{--help,-h}'[show this help message and exit]' \
@@ -195,7 +197,8 @@ _gatecfg() {
             '--gates[gates root (default\: $GATECFG_GATES, else `gates` in .gatecfg.toml or...]:gates:_files -/' \
             '--db[also count the stored values each re-key orphans (default\: $GATECFG_DB_URL,...]:db: ' \
             '--series[a label that separates histories, e.g.]:series: ' \
-            '--format[]:format:(text json github)' \
+            '--format[]:format:(text json github markdown)' \
+            '--report[also write another format to a file, e.g.]:report: ' \
             '--fail-on-rekey[exit 1 when a gate re-keys without carried history]' ;;
         carry) _arguments \
             '(--help -h)'{--help,-h}'[show this help message and exit]' \
