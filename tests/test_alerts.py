@@ -357,3 +357,57 @@ def test_stats_count_verdicts_precision_and_hours_and_name_a_gate_people_call_no
     assert tests[0].precision == pytest.approx(0.5)
     [line] = low_precision(gates)
     assert line.startswith("t m: 2 of its 3 triaged alerts were false alarms (precision 33%)")
+
+
+def test_the_html_report_has_an_alerts_section_with_what_people_said(
+    one_test: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gatecfg.commands.report import report
+
+    db = one_test.db
+    [alert] = groups_of(db, capsys)
+    ack(db=db, alert=alert["id"], verdict="regression", reason="<b>bug</b>", link=None, test=None)
+    report(gates=one_test.gates / "t00", db=db, out=tmp_path / "html", test=None, png=False)
+    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert "<h2>Alerts</h2><p>1 open alert, one per cause" in page
+    assert f"<code>{alert['id']}</code>" in page
+    assert "regression by " in page
+    assert "&lt;b&gt;bug&lt;/b&gt;" in page
+    assert "<h3>What people said</h3>" in page
+
+
+def test_a_store_at_0008_upgrades_keeping_its_history_and_db_copy_carries_the_decisions(
+    one_test: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from alembic import command
+    from test_store import migrations_config
+
+    db = one_test.db
+    before = baselines(db)
+    config = migrations_config()
+    engine = sa.create_engine(db)
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0008")
+        assert "alert_decisions" not in sa.inspect(engine).get_table_names()
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+    finally:
+        engine.dispose()
+    assert baselines(db) == before
+    [alert] = groups_of(db, capsys)
+    ack(db=db, alert=alert["id"], verdict="false-alarm", reason="noise", link=None, test=None)
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    with Store.open(db) as source, Store.open(target, create=True) as copy:
+        counts = source.copy_into(copy, replace=False)
+    assert counts["alert_decisions"] == 1
+    assert counts["alert_gates"] == 5
+    assert counts["alert_prior"] == 5
+    with Store.open(target) as copy:
+        assert [d.decided.reason for d in copy.decisions()] == ["noise"]
+    assert baselines(target) == baselines(db)
+    pk = Store.open(target).decisions()[0].decided.pk
+    assert undo(db=target, decision=pk, reason=None) == 0
+    assert baselines(target) == before
