@@ -191,16 +191,27 @@ def _points(
     bad = sa.func.sum(sa.case((metric_points.c.status.in_(["fail", "error"]), 1), else_=0))
     errors = sa.func.sum(sa.case((metric_points.c.status == "error", 1), else_=0))
     found: dict[tuple[int, int], tuple[float | None, int, int]] = {}
-    for chunk in chunks(sorted(set(pairs))):
+    wanted = set(pairs)
+    for chunk in chunks(sorted(wanted)):
+        # Two IN lists rather than a tuple IN, which SQLite answers by scanning every point: a coordinate
+        # holds only its own series' runs, so the cross product adds few pairs, dropped below.
         query = (
             sa.select(
                 metric_points.c.coordinate_pk, metric_points.c.run_pk, sa.func.avg(relative), bad, errors
             )
-            .where(sa.tuple_(metric_points.c.coordinate_pk, metric_points.c.run_pk).in_(list(chunk)))
+            .where(
+                metric_points.c.coordinate_pk.in_(sorted({c for c, _ in chunk})),
+                metric_points.c.run_pk.in_(sorted({r for _, r in chunk})),
+            )
             .group_by(metric_points.c.coordinate_pk, metric_points.c.run_pk)
         )
         for c, r, change, n_bad, n_errors in conn.execute(query):
-            found[(c, r)] = (None if change is None else float(change), int(n_bad or 0), int(n_errors or 0))
+            if (c, r) in wanted:
+                found[(c, r)] = (
+                    None if change is None else float(change),
+                    int(n_bad or 0),
+                    int(n_errors or 0),
+                )
     return found
 
 
