@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -94,13 +95,22 @@ def snapshot(conn: Connection, *, test: str | None) -> Snapshot:
     width: dict[str, int] = {}
     failing: dict[int, tuple[str, str, str]] = {}  # coordinate_pk -> (coordinate, metric, series)
     for chunk in chunks(newest):
-        rows = conn.execute(_facts().where(run_coordinates.c.run_pk.in_(list(chunk))))
-        for row in rows:
-            series = nights[row.run_pk].series_key
-            width[series] = width.get(series, 0) + 1
-            facts = Facts.stored(row[4:9], row.before_shift)
+        counted = (
+            sa.select(run_coordinates.c.run_pk, sa.func.count())
+            .where(run_coordinates.c.run_pk.in_(list(chunk)))
+            .group_by(run_coordinates.c.run_pk)
+        )
+        for run_pk, n in conn.execute(counted):
+            width[nights[run_pk].series_key] = int(n)
+        # Only the values their own gate failed can be kept out for a failure: the rule decides which are.
+        candidates = _facts().where(
+            run_coordinates.c.run_pk.in_(list(chunk)), run_coordinates.c.gate_trusted.is_(False)
+        )
+        for row in conn.execute(candidates):
+            coordinate_pk, run_pk, coordinate, metric, *columns, before = row
+            facts = Facts.stored(columns, before)
             if facts.gate_trusted is False and not standing(facts, "trusted").joins:
-                failing[row.coordinate_pk] = (row.coordinate, row.metric, series)
+                failing[coordinate_pk] = (coordinate, metric, nights[run_pk].series_key)
     episodes = _episodes(conn, failing, nights)
     gates: list[OpenGate] = []
     points = _points(conn, [(c, pk) for c, (runs_, _) in episodes.items() for pk in (runs_[0], runs_[-1])])
@@ -132,7 +142,7 @@ def snapshot(conn: Connection, *, test: str | None) -> Snapshot:
     return Snapshot(gates, history, width, _closed(conn, newest_ids))
 
 
-def _facts() -> sa.Select[tuple[object, ...]]:
+def _facts() -> sa.Select[Any]:
     return sa.select(
         run_coordinates.c.coordinate_pk,
         run_coordinates.c.run_pk,
