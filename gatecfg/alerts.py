@@ -238,6 +238,7 @@ class Triaged:
     first_failed_at: datetime
     decided_at: datetime
     closed: bool
+    decision: int  # the decision's number: a test counts each decision once, whatever its gates
 
 
 @dataclass(frozen=True)
@@ -285,18 +286,21 @@ Key = tuple[str, str | None]
 
 def tallies(triaged: Sequence[Triaged], open_gates: Sequence[OpenGate]) -> tuple[list[Tally], list[Tally]]:
     """Per gate and per test: alerts (triaged, and open ones nobody triaged), verdicts, precision, the
-    median time from first failure to decision."""
+    median time from first failure to decision. A gate counts each episode; a test each alert once,
+    however many of its gates the alert moved."""
     found: dict[Key, list[Triaged]] = {}
-    still_open: dict[Key, int] = {}
     for t in triaged:
-        for key in ((t.test, t.metric), (t.test, None)):
-            found.setdefault(key, []).append(t)
+        found.setdefault((t.test, t.metric), []).append(t)
+        per_test = found.setdefault((t.test, None), [])
+        if all(x.decision != t.decision for x in per_test):
+            per_test.append(t)
+    still_open: dict[Key, set[str]] = {}
     for g in open_gates:
         if g.decision is None:
-            for key in ((g.test, g.metric), (g.test, None)):
-                still_open[key] = still_open.get(key, 0) + 1
+            still_open.setdefault((g.test, g.metric), set()).add(g.coordinate)
+            still_open.setdefault((g.test, None), set()).add(cause_of(g).id)
     out = [
-        _tally(key, found.get(key, ()), still_open.get(key, 0))
+        _tally(key, found.get(key, ()), len(still_open.get(key, ())))
         for key in sorted(set(found) | set(still_open), key=_order)
     ]
     return [t for t in out if t.metric is not None], [t for t in out if t.metric is None]

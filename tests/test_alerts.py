@@ -281,7 +281,7 @@ def test_the_cli_lists_acks_and_refuses_what_it_cannot_do(one_test: Fleet) -> No
     [alert] = json.loads(listed.out)["alerts"]
     assert json.loads(listed.out)["version"] == 1
     text = run_cli("alerts", "--db", db)
-    assert f"[{alert['id']}] commit c12 on 2026-11-13: 1 test, 5 gates, down -30.0%" in text.out
+    assert f"[{alert['id']}] commit c12 on 2026-11-13: 1 test, 5 gates, down -30." in text.out
     assert "untriaged: gatecfg alerts ack" in text.out
     md = run_cli("alerts", "--db", db, "--format", "markdown")
     assert md.out.startswith("### gatecfg alerts: 1 open alert")
@@ -344,16 +344,17 @@ def test_a_gate_groups_by_the_night_commit_and_environment_its_first_failing_run
 def test_stats_count_verdicts_precision_and_hours_and_name_a_gate_people_call_noisy() -> None:
     at = START
     rows = [
-        Triaged("t", "m", "false-alarm", at, at + timedelta(hours=2), False),
-        Triaged("t", "m", "false-alarm", at, at + timedelta(hours=4), False),
-        Triaged("t", "m", "regression", at, at + timedelta(hours=6), True),
-        Triaged("t", "k", "intended", at, at + timedelta(hours=1), False),
+        Triaged("t", "m", "false-alarm", at, at + timedelta(hours=2), False, 1),
+        Triaged("t", "m", "false-alarm", at, at + timedelta(hours=4), False, 2),
+        Triaged("t", "m", "regression", at, at + timedelta(hours=6), True, 3),
+        Triaged("t", "k", "regression", at, at + timedelta(hours=6), True, 3),
+        Triaged("t", "k", "intended", at, at + timedelta(hours=1), False, 4),
     ]
     gates, tests = tallies(rows, [])
     m = next(g for g in gates if g.metric == "m")
     assert (m.alerts, m.triaged, m.median_hours) == (3, 3, 4.0)
     assert m.precision == pytest.approx(1 / 3)
-    assert tests[0].triaged == 4
+    assert tests[0].triaged == 4  # decision 3 covered two of its gates: one alert of the test
     assert tests[0].precision == pytest.approx(0.5)
     [line] = low_precision(gates)
     assert line.startswith("t m: 2 of its 3 triaged alerts were false alarms (precision 33%)")

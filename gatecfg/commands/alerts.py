@@ -4,7 +4,6 @@ gatecfg/store/triage.py."""
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
 import subprocess
@@ -31,7 +30,6 @@ from gatecfg.store.triage import DecisionRow, Snapshot
 from gatecfg.terminal import TextReport
 from gatecfg.wording import did_you_mean, plural
 
-FORMATS = ("text", "json", "markdown")
 # Tests a group names in the text and markdown formats; the JSON lists every gate.
 SHOWN_TESTS = 12
 TRIAGE_HINT = 'gatecfg alerts ack {id} --as intended|environment|false-alarm|regression --reason "..."'
@@ -42,105 +40,6 @@ MEANS: dict[Verdict, str] = {
     "regression": "a real regression: the gates keep failing until the level returns, then the alert "
     "closes by itself",
 }
-
-
-def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
-    """`alerts` and its `ack` / `undo` / `decisions` subcommands (registered by the CLI's entry point)."""
-    from gatecfg.cli_args import add, db_option, gates_option, override_option
-
-    p = add(
-        sub,
-        "alerts",
-        "The open alerts of the store (or one test), one per cause: the commit or environment change that "
-        "began them; triage each once.",
-        'gatecfg alerts\n  gatecfg alerts ack 3f2a9c1e --as environment --reason "image 26.04 rollout"',
-        _alerts,
-    )
-    p.add_argument("--test", metavar="T", help="only this test")
-    p.add_argument("--stats", action="store_true", help="also what people said, per gate and per test")
-    p.add_argument("--format", choices=FORMATS, default="text")
-    db_option(p)
-    actions = p.add_subparsers(title="triage", metavar="ACTION", parser_class=type(p))
-    q = add(
-        actions,
-        "ack",
-        "Decide about one alert, once for all its gates; stored with who, when and why.",
-        'gatecfg alerts ack 3f2a9c1e --as regression --reason "MoE router bug, #812" --link https://...',
-        _ack,
-    )
-    q.add_argument("alert", metavar="ALERT", help="the alert's id as `gatecfg alerts` prints it")
-    q.add_argument(
-        "--as",
-        dest="verdict",
-        choices=VERDICTS,
-        required=True,
-        help="; ".join(f"{v}: {m}" for v, m in MEANS.items()),
-    )
-    q.add_argument("--reason", required=True, help="why, in a sentence: kept in the audit table")
-    q.add_argument("--link", metavar="URL", help="the issue or PR that says more")
-    q.add_argument("--test", metavar="T", help="only the alert's gates of this test")
-    db_option(q)
-    gates_option(q)
-    override_option(q)
-    q = add(
-        actions,
-        "undo",
-        "Undo an alert decision: every value it moved holds again what it held before.",
-        'gatecfg alerts undo 4 --reason "acked the wrong alert"',
-        _undo,
-    )
-    q.add_argument(
-        "decision", type=int, metavar="N", help="the decision's number (`gatecfg alerts decisions`)"
-    )
-    q.add_argument("--reason", help="kept with the undo")
-    db_option(q)
-    gates_option(q)
-    override_option(q)
-    q = add(
-        actions,
-        "decisions",
-        "The audit table: every decision, newest first.",
-        "gatecfg alerts decisions --all",
-        _decisions,
-    )
-    q.add_argument("--all", action="store_true", dest="everything", help="undone decisions too")
-    q.add_argument("--format", choices=("text", "json"), default="text")
-    db_option(q)
-
-
-def _alerts(args: argparse.Namespace) -> int:
-    from gatecfg.settings import db_url
-
-    return alerts(db=db_url(args.db), test=args.test, stats=args.stats, fmt=args.format)
-
-
-def _ack(args: argparse.Namespace) -> int:
-    from gatecfg.cli_args import check_store_write
-    from gatecfg.settings import db_url
-
-    check_store_write(args, where="alerts ack", action="triage an alert", test=args.test)
-    return ack(
-        db=db_url(args.db),
-        alert=args.alert,
-        verdict=args.verdict,
-        reason=args.reason,
-        link=args.link,
-        test=args.test,
-    )
-
-
-def _undo(args: argparse.Namespace) -> int:
-    from gatecfg.cli_args import check_store_write
-    from gatecfg.settings import db_url
-
-    check_store_write(args, where="alerts undo", action="undo an alert decision")
-    return undo(db=db_url(args.db), decision=args.decision, reason=args.reason)
-
-
-def _decisions(args: argparse.Namespace) -> int:
-    from gatecfg.settings import db_url
-
-    return decisions(db=db_url(args.db), everything=args.everything, fmt=args.format)
 
 
 # The commands.
@@ -167,7 +66,9 @@ def alerts(*, db: str, test: str | None, stats: bool, fmt: str) -> int:
     return EXIT_OK
 
 
-def ack(*, db: str, alert: str, verdict: Verdict, reason: str, link: str | None, test: str | None) -> int:
+def ack(
+    *, db: str, alert: str, verdict: Verdict, reason: str, link: str | None, test: str | None = None
+) -> int:
     reason = _checked(reason, "--reason")
     if link is not None and not (
         _checked(link, "--link").startswith(("https://", "http://")) and " " not in link
@@ -179,21 +80,21 @@ def ack(*, db: str, alert: str, verdict: Verdict, reason: str, link: str | None,
         )
 
     def choose(snap: Snapshot) -> tuple[Cause, Sequence[OpenGate]]:
-        groups = group(snap.gates, snap.history, snap.width)
-        chosen = _find(groups, alert)
-        if chosen.decision is not None:
-            d = chosen.decision
-            raise InputError.at(
-                "alerts ack",
-                terminal(
-                    f"alert {chosen.id} was triaged as {d.verdict} by {d.decided_by} on "
-                    f"{d.decided_at:%Y-%m-%d %H:%M} UTC (decision {d.pk}): nothing changed"
-                ),
-                hint=f"`gatecfg alerts undo {d.pk}` first to decide otherwise",
-            )
+        chosen = _find(group(snap.gates, snap.history, snap.width), alert)
         return chosen.cause, [g for g in chosen.gates if g.decision is None]
 
     with Store.open(db) as store:
+        for row in store.decisions():
+            d = row.decided
+            if d.alert == alert or (len(alert) >= 4 and d.alert.startswith(alert)):
+                raise InputError.at(
+                    "alerts ack",
+                    terminal(
+                        f"alert {d.alert} was triaged as {d.verdict} by {d.decided_by} on "
+                        f"{d.decided_at:%Y-%m-%d %H:%M} UTC (decision {d.pk}): nothing changed"
+                    ),
+                    hint=f"`gatecfg alerts undo {d.pk}` first to decide otherwise",
+                )
         pk, cause, gates = store.decide(
             choose, verdict=verdict, reason=reason, link=link, who=identity(), test=test
         )
@@ -226,7 +127,7 @@ def undo(*, db: str, decision: int, reason: str | None) -> int:
                 terminal(f"{why}: nothing undone ({store.url})"),
                 hint="active decisions: " + ", ".join(f"{d.decided.pk} ({d.decided.verdict})" for d in active)
                 if active
-                else "no decision is active; `gatecfg alerts decisions --all` lists all",
+                else "no decision is active; `gatecfg alerts decisions --undone` lists all",
             )
     print(terminal(f"decision {decision} undone: every value it moved holds what it held before it"))
     return EXIT_OK
@@ -239,7 +140,9 @@ def decisions(*, db: str, everything: bool, fmt: str) -> int:
         print(json.dumps({"version": JSON_VERSION, "decisions": [_decision_json(r) for r in rows]}, indent=2))
         return EXIT_OK
     if not rows:
-        print("no alert decisions" if everything else "no active alert decisions (`--all`: undone ones too)")
+        print(
+            "no alert decisions" if everything else "no active alert decisions (`--undone`: undone ones too)"
+        )
     for r in rows:
         print(terminal(describe(r)))
     return EXIT_OK

@@ -583,6 +583,7 @@ def triaged(conn: Connection, *, test: str | None) -> list[Triaged]:
             alert_gates.c.first_failed_at,
             alert_decisions.c.decided_at,
             alert_gates.c.closed_run_id,
+            alert_gates.c.decision_pk,
         )
         .join(alert_decisions, alert_decisions.c.pk == alert_gates.c.decision_pk)
         .where(alert_decisions.c.undone_at.is_(None))
@@ -590,6 +591,8 @@ def triaged(conn: Connection, *, test: str | None) -> list[Triaged]:
     if test is not None:
         query = query.where(alert_gates.c.test == test)
     return [
-        Triaged(test=t, metric=m, verdict=v, first_failed_at=f, decided_at=d, closed=c is not None)
-        for t, m, v, f, d, c in conn.execute(query)
+        Triaged(
+            test=t, metric=m, verdict=v, first_failed_at=f, decided_at=d, closed=c is not None, decision=pk
+        )
+        for t, m, v, f, d, c, pk in conn.execute(query)
     ]
