@@ -412,3 +412,27 @@ def test_a_store_at_0008_upgrades_keeping_its_history_and_db_copy_carries_the_de
     pk = Store.open(target).decisions()[0].decided.pk
     assert undo(db=target, decision=pk, reason=None) == 0
     assert baselines(target) == before
+
+
+def test_the_summary_a_failed_gate_is_written_with_is_what_its_points_give(one_test: Fleet) -> None:
+    """`store/triage.summary` (written with the run, so that `alerts` reads no points) against the
+    points of a row written before revision 0009, which `alerts` summarises from them."""
+    db = one_test.db
+    with Store.open(db) as store:
+        written = {g.coordinate: (g.change, g.steps, g.kind) for g in store.alerts().gates}
+    engine = sa.create_engine(db)
+    try:
+        with engine.begin() as conn:
+            wiped = conn.execute(
+                sa.text("UPDATE run_coordinates SET failed_steps = NULL, error_steps = NULL, change = NULL")
+            ).rowcount
+    finally:
+        engine.dispose()
+    assert wiped > 0
+    with Store.open(db) as store:
+        from_points = {g.coordinate: (g.change, g.steps, g.kind) for g in store.alerts().gates}
+    assert written.keys() == from_points.keys()
+    assert len(written) == 5
+    for key, (change, steps, kind) in written.items():
+        assert from_points[key][1:] == (steps, kind) == (3, "failing")
+        assert from_points[key][0] == pytest.approx(change, rel=1e-12)

@@ -107,6 +107,13 @@ run_coordinates = sa.Table(
     sa.Column("trust_reason", sa.Text),
     sa.Column("trust_changed_at", UTCDateTime),
     sa.Column("rejoined", sa.Text),
+    # A failed gate's summary for `gatecfg alerts` (revision 0009; NULL where the gate passed, and on
+    # older rows, which alerts summarise from their points): steps that failed or errored, those that
+    # errored, and the mean
+    # relative change of its steps against their baselines.
+    sa.Column("failed_steps", sa.Integer),
+    sa.Column("error_steps", sa.Integer),
+    sa.Column("change", sa.Double),
     sa.Index(None, "run_pk"),
     sa.Index(None, "coordinate_pk", "steps_digest"),
     sqlite_with_rowid=False,

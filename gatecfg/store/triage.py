@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -25,6 +26,7 @@ from gatecfg.alerts import Cause, Decided, Kind, Night, OpenGate, Triaged, Verdi
 from gatecfg.membership import Facts, standing
 from gatecfg.shifts import Shift
 from gatecfg.store import follow
+from gatecfg.store.rows import PointColumns
 from gatecfg.store.statements import FACT_COLUMNS, FINITE, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import (
     alert_decisions,
@@ -70,6 +72,26 @@ class DecisionRow:
     undo_reason: str | None
 
 
+def summary(stored: PointColumns) -> dict[str, object]:
+    """What a run_coordinates row keeps of a failed gate for `alerts` (store/writes.py writes it): its
+    steps that failed or errored, those that errored, and the mean relative change of its steps against
+    their baselines (the change gatecfg/shifts.py reads). NULLs for a gate that passed: a clean night
+    pays nothing. `_points` gives the same from the points (benchmarks/alerts.py: reading them was most
+    of the time at 1,000 steps; tests/test_alerts.py holds the two equal)."""
+    if stored.gate_trusted is not False:
+        return {}
+    statuses = np.asarray(stored.statuses)
+    values = np.asarray(stored.values, dtype=float)
+    refs = np.asarray([np.nan if r is None else r for r in stored.refs], dtype=float)
+    usable = np.isfinite(values) & np.isfinite(refs) & (refs != 0)
+    change = float(np.mean((values[usable] - refs[usable]) / np.abs(refs[usable]))) if usable.any() else None
+    return {
+        "failed_steps": int(np.isin(statuses, ("fail", "error")).sum()),
+        "error_steps": int((statuses == "error").sum()),
+        "change": change,
+    }
+
+
 def snapshot(conn: Connection, *, test: str | None) -> Snapshot:
     query = sa.select(
         runs.c.pk,
@@ -111,9 +133,10 @@ def snapshot(conn: Connection, *, test: str | None) -> Snapshot:
             facts = Facts.stored(columns, before)
             if facts.gate_trusted is False and not standing(facts, "trusted").joins:
                 failing[coordinate_pk] = (coordinate, metric, nights[run_pk].series_key)
-    episodes = _episodes(conn, failing, nights)
+    episodes, points = _episodes(conn, failing, nights)
     gates: list[OpenGate] = []
-    points = _points(conn, [(c, pk) for c, (runs_, _) in episodes.items() for pk in (runs_[0], runs_[-1])])
+    ends = {(c, pk) for c, (streak, _) in episodes.items() for pk in (streak[0], streak[-1])}
+    points.update(_points(conn, sorted(ends - set(points))))
     for coordinate_pk, (streak, before) in episodes.items():
         coordinate, metric, series = failing[coordinate_pk]
         change, _, _ = points.get((coordinate_pk, streak[0]), (None, 0, 0))
@@ -157,17 +180,25 @@ def _facts() -> sa.Select[Any]:
     )
 
 
+Summary = tuple[float | None, int, int]  # mean relative change, steps failed or in error, steps in error
+
+
 def _episodes(
     conn: Connection, failing: Mapping[int, object], nights: Mapping[int, Night]
-) -> dict[int, tuple[list[int], int | None]]:
-    """Per failing coordinate: its streak's run pks (oldest first) and the run before the streak."""
+) -> tuple[dict[int, tuple[list[int], int | None]], dict[tuple[int, int], Summary]]:
+    """Per failing coordinate: its streak's run pks (oldest first) and the run before the streak; and the
+    summary each streak row was written with (rows written before revision 0009 have none)."""
     found: dict[int, tuple[list[int], int | None]] = {}
+    summaries: dict[tuple[int, int], Summary] = {}
     ranked = (
         _facts()
         .add_columns(
+            run_coordinates.c.failed_steps,
+            run_coordinates.c.error_steps,
+            run_coordinates.c.change,
             sa.func.row_number()
             .over(partition_by=run_coordinates.c.coordinate_pk, order_by=NEWEST_FIRST)
-            .label("rn")
+            .label("rn"),
         )
         .where(run_coordinates.c.coordinate_pk.in_(sa.bindparam("pks", expanding=True)))
         .subquery()
@@ -183,19 +214,18 @@ def _episodes(
             facts = Facts.stored(row[4:9], row.before_shift)
             if facts.gate_trusted is False and not standing(facts, "trusted").joins:
                 walking.setdefault(pk, []).append(row.run_pk)
+                if row.failed_steps is not None:
+                    summaries[(pk, row.run_pk)] = (row.change, row.failed_steps, row.error_steps or 0)
                 continue
             ended.add(pk)
             found[pk] = (walking.pop(pk, [])[::-1], row.run_pk)
     for pk, streak in walking.items():  # failing as far back as read
         found[pk] = (streak[::-1], None)
-    return {pk: v for pk, v in found.items() if v[0] and v[0][-1] in nights}
+    return {pk: v for pk, v in found.items() if v[0] and v[0][-1] in nights}, summaries
 
 
-def _points(
-    conn: Connection, pairs: Sequence[tuple[int, int]]
-) -> dict[tuple[int, int], tuple[float | None, int, int]]:
-    """Per (coordinate_pk, run_pk): the steps' mean relative change against their baselines, the steps
-    that failed or errored, and those that errored."""
+def _points(conn: Connection, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Summary]:
+    """Per (coordinate_pk, run_pk) written before revision 0009: its summary (`summary`) from its points."""
     ref = metric_points.c.ref
     relative = sa.case((sa.and_(ref != 0, FINITE), (metric_points.c.value - ref) / sa.func.abs(ref)))
     bad = sa.func.sum(sa.case((metric_points.c.status.in_(["fail", "error"]), 1), else_=0))

@@ -7,8 +7,12 @@
   `environment` decision accepted, and when a `regression` gate passed again and closed.
 * `alert_prior`: what each (coordinate, run) row's trust columns held before a decision changed them, so
   that undoing it restores them exactly.
+* `run_coordinates.failed_steps` / `error_steps` / `change`: a failed gate's steps that failed or errored,
+  those that errored, and its mean relative change, written with the run, so that `alerts` reads no
+  point of a fleet's failing gates.
 
-New tables only: every existing history stays readable and judged exactly as before.
+New tables and nullable columns: every existing history stays readable and judged exactly as before (an
+older failed gate is summarised from its points).
 
 Revision ID: 0009
 Revises: 0008
@@ -29,6 +33,10 @@ ACTIVE = "undone_at IS NULL"
 
 
 def upgrade() -> None:
+    # Nullable, no default: no table rewrite on PostgreSQL.
+    op.add_column("run_coordinates", sa.Column("failed_steps", sa.Integer))
+    op.add_column("run_coordinates", sa.Column("error_steps", sa.Integer))
+    op.add_column("run_coordinates", sa.Column("change", sa.Double))
     op.create_table(
         "alert_decisions",
         sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
@@ -108,3 +116,6 @@ def downgrade() -> None:
     op.drop_table("alert_gates")
     op.drop_index("uq_alert_decisions_active", table_name="alert_decisions")
     op.drop_table("alert_decisions")
+    op.drop_column("run_coordinates", "change")
+    op.drop_column("run_coordinates", "error_steps")
+    op.drop_column("run_coordinates", "failed_steps")
