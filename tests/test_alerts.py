@@ -436,3 +436,21 @@ def test_the_summary_a_failed_gate_is_written_with_is_what_its_points_give(one_t
     for key, (change, steps, kind) in written.items():
         assert from_points[key][1:] == (steps, kind) == (3, "failing")
         assert from_points[key][0] == pytest.approx(change, rel=1e-12)
+
+
+def test_a_nightly_whose_gates_pass_and_fail_stores_the_failed_ones_summary(
+    one_test: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run's gates go to the store in one bulk insert: the failed gate's summary must be stored
+    whether or not the gates before it passed."""
+    one_test.nightly(spike={1: "train/kl"})
+    engine = sa.create_engine(one_test.db)
+    try:
+        with engine.connect() as conn:
+            summaries = conn.execute(
+                sa.text("SELECT failed_steps FROM run_coordinates WHERE gate_trusted = false")
+            ).all()
+    finally:
+        engine.dispose()
+    # Test 0 failed its five gates on both nights (the fixture's and this one), test 1 one gate tonight.
+    assert sorted(n for (n,) in summaries) == [3] * 11

@@ -79,7 +79,8 @@ def summary(stored: PointColumns) -> dict[str, object]:
     pays nothing. `_points` gives the same from the points (benchmarks/alerts.py: reading them was most
     of the time at 1,000 steps; tests/test_alerts.py holds the two equal)."""
     if stored.gate_trusted is not False:
-        return {}
+        # Every row of a bulk insert names the same columns: SQLAlchemy reads them from the first row.
+        return {"failed_steps": None, "error_steps": None, "change": None}
     statuses = np.asarray(stored.statuses)
     values = np.asarray(stored.values, dtype=float)
     refs = np.asarray([np.nan if r is None else r for r in stored.refs], dtype=float)
