@@ -6,7 +6,8 @@ A decision acts only through the facts the baseline rule reads (gatecfg/membersh
 `rejoined` as `shift N`); `false-alarm` lets the failed values rejoin (`recovered`); `regression` keeps
 them out as a hand untrust does, and `hold` keeps each later failing value of the gate out too until a
 nightly passes it, which closes the gate's alert. Before changing a row, a decision copies its trust
-columns into `alert_prior`, from which the undo restores them.
+columns into `alert_prior`, from which the undo restores them. `hold` follows the nightly write
+(`Store.write_run`); an import's bulk write, a replay of history, follows no decision.
 """
 
 from __future__ import annotations
