@@ -28,7 +28,7 @@ from gatecfg.membership import Facts, standing
 from gatecfg.shifts import Shift
 from gatecfg.store import follow
 from gatecfg.store.rows import PointColumns
-from gatecfg.store.statements import FACT_COLUMNS, FINITE, before_shift
+from gatecfg.store.statements import FACT_COLUMNS, FINITE, NEWEST_FIRST, before_shift
 from gatecfg.store.tables import (
     alert_decisions,
     alert_gates,
@@ -41,11 +41,8 @@ from gatecfg.store.tables import (
 )
 from gatecfg.store.windowing import chunks
 
-# How far back an episode is read: a gate failing for longer is shown from this many nightlies ago. The
-# newest FIRST_READ runs are read first, the rest only for gates failing on all of them.
+# How far back an episode is read: a gate failing for longer is shown from this many nightlies ago.
 DEPTH = 100
-FIRST_READ = 8
-COORDINATES_PER_READ = 100  # and up to FIRST_READ runs of the series of each: 900 parameters at first
 # A followed shift stays an open alert, until someone triages it, for this many nightlies of its series.
 SHIFTED_WITHIN = 30
 TRUST_COLUMNS = ("trust_override", "trust_reason", "trust_changed_at", "rejoined")
@@ -138,7 +135,7 @@ def snapshot(conn: Connection, *, test: str | None) -> Snapshot:
             facts = Facts.stored(columns, before)
             if facts.gate_trusted is False and not standing(facts, "trusted").joins:
                 failing[coordinate_pk] = (coordinate, metric, nights[run_pk].series_key)
-    episodes, points = _episodes(conn, failing, nights, pks)
+    episodes, points = _episodes(conn, failing, nights)
     gates: list[OpenGate] = []
     ends = {(c, pk) for c, (streak, _) in episodes.items() for pk in (streak[0], streak[-1])}
     points.update(_points(conn, sorted(ends - set(points))))
@@ -189,61 +186,44 @@ Summary = tuple[float | None, int, int]  # mean relative change, steps failed or
 
 
 def _episodes(
-    conn: Connection,
-    failing: Mapping[int, tuple[str, str, str]],
-    nights: Mapping[int, Night],
-    pks: Mapping[str, Sequence[int]],
+    conn: Connection, failing: Mapping[int, object], nights: Mapping[int, Night]
 ) -> tuple[dict[int, tuple[list[int], int | None]], dict[tuple[int, int], Summary]]:
     """Per failing coordinate: its streak's run pks (oldest first) and the run before the streak; and the
-    summary each streak row was written with (rows written before revision 0009 have none). Its series'
-    newest runs are read a few at a time (`pks`: each series' run pks, oldest first): most streaks end
-    within the first few, and the rows read stay a few per failing gate, however long the history."""
+    summary each streak row was written with (rows written before revision 0009 have none)."""
     found: dict[int, tuple[list[int], int | None]] = {}
     summaries: dict[tuple[int, int], Summary] = {}
-    walking: dict[int, list[int]] = {pk: [] for pk in failing}
-    read = 0
-    for take in (FIRST_READ, DEPTH - FIRST_READ):
-        for chunk in chunks(sorted(walking), COORDINATES_PER_READ):
-            windows = {c: _window(pks[failing[c][2]], read, take) for c in chunk}
-            query = (
-                _facts()
-                .add_columns(
-                    run_coordinates.c.failed_steps, run_coordinates.c.error_steps, run_coordinates.c.change
-                )
-                .where(
-                    run_coordinates.c.coordinate_pk.in_(list(chunk)),
-                    run_coordinates.c.run_pk.in_(sorted({r for w in windows.values() for r in w})),
-                )
-            )
-            rows: dict[int, dict[int, Any]] = {}
-            for found_row in conn.execute(query):
-                rows.setdefault(found_row.coordinate_pk, {})[found_row.run_pk] = found_row
-            for c in chunk:
-                held = rows.get(c, {})
-                for run_pk in windows[c]:  # newest first
-                    row = held.get(run_pk)
-                    if row is None:
-                        continue  # the run did not store this gate
-                    facts = Facts.stored(row[4:9], row.before_shift)
-                    if facts.gate_trusted is False and not standing(facts, "trusted").joins:
-                        walking[c].append(run_pk)
-                        if row.failed_steps is not None:
-                            summaries[(c, run_pk)] = (row.change, row.failed_steps, row.error_steps or 0)
-                        continue
-                    found[c] = (walking.pop(c)[::-1], run_pk)
-                    break
-        read += take
-        if not walking:
-            break
+    ranked = (
+        _facts()
+        .add_columns(
+            run_coordinates.c.failed_steps,
+            run_coordinates.c.error_steps,
+            run_coordinates.c.change,
+            sa.func.row_number()
+            .over(partition_by=run_coordinates.c.coordinate_pk, order_by=NEWEST_FIRST)
+            .label("rn"),
+        )
+        .where(run_coordinates.c.coordinate_pk.in_(sa.bindparam("pks", expanding=True)))
+        .subquery()
+    )
+    query = sa.select(ranked).where(ranked.c.rn <= DEPTH).order_by(ranked.c.coordinate_pk, ranked.c.rn)
+    walking: dict[int, list[int]] = {}
+    ended: set[int] = set()
+    for chunk in chunks(sorted(failing)):
+        for row in conn.execute(query, {"pks": list(chunk)}):
+            pk = row.coordinate_pk
+            if pk in ended:
+                continue
+            facts = Facts.stored(row[4:9], row.before_shift)
+            if facts.gate_trusted is False and not standing(facts, "trusted").joins:
+                walking.setdefault(pk, []).append(row.run_pk)
+                if row.failed_steps is not None:
+                    summaries[(pk, row.run_pk)] = (row.change, row.failed_steps, row.error_steps or 0)
+                continue
+            ended.add(pk)
+            found[pk] = (walking.pop(pk, [])[::-1], row.run_pk)
     for pk, streak in walking.items():  # failing as far back as read
         found[pk] = (streak[::-1], None)
     return {pk: v for pk, v in found.items() if v[0] and v[0][-1] in nights}, summaries
-
-
-def _window(listed: Sequence[int], read: int, take: int) -> list[int]:
-    """The `take` runs before the newest `read` of a series (oldest first), newest first."""
-    stop = len(listed) - read
-    return list(reversed(listed[max(0, stop - take) : max(0, stop)]))
 
 
 def _points(conn: Connection, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Summary]:
