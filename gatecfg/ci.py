@@ -77,6 +77,7 @@ class CiJob:
     run_attempt: str | None = None
     url: str | None = None  # the CI run's page
     source: str | None = None  # the repository's files at this commit (`https://github.com/o/r/blob/<sha>`)
+    actor: str | None = None  # who started the job, where the CI names them (who triaged an alert)
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
@@ -186,6 +187,7 @@ def _github(env: Mapping[str, str]) -> CiJob:
         run_attempt=attempt,
         url=url,
         source=source,
+        actor=_get(env, "GITHUB_TRIGGERING_ACTOR") or _get(env, "GITHUB_ACTOR"),
     )
 
 
@@ -206,6 +208,7 @@ def _gitlab(env: Mapping[str, str]) -> CiJob:
         commit=_get(env, "CI_COMMIT_SHA"),
         run_id=_get(env, "CI_PIPELINE_ID"),
         url=_get(env, "CI_PIPELINE_URL"),
+        actor=_get(env, "GITLAB_USER_LOGIN"),
     )
 
 
@@ -223,6 +226,7 @@ def _buildkite(env: Mapping[str, str]) -> CiJob:
         run_id=_get(env, "BUILDKITE_BUILD_ID"),
         run_attempt=_get(env, "BUILDKITE_RETRY_COUNT"),
         url=_get(env, "BUILDKITE_BUILD_URL"),
+        actor=_get(env, "BUILDKITE_BUILD_CREATOR_EMAIL") or _get(env, "BUILDKITE_BUILD_CREATOR"),
     )
 
 
@@ -258,6 +262,7 @@ def _circleci(env: Mapping[str, str]) -> CiJob:
         commit=_get(env, "CIRCLE_SHA1"),
         run_id=_get(env, "CIRCLE_WORKFLOW_ID"),
         url=_get(env, "CIRCLE_BUILD_URL"),
+        actor=_get(env, "CIRCLE_USERNAME"),
     )
 
 
@@ -277,6 +282,7 @@ def _azure(env: Mapping[str, str]) -> CiJob:
         tag=tag,
         commit=_get(env, "BUILD_SOURCEVERSION"),
         run_id=_get(env, "BUILD_BUILDID"),
+        actor=_get(env, "BUILD_REQUESTEDFOREMAIL") or _get(env, "BUILD_REQUESTEDFOR"),
     )
 
 
@@ -310,6 +316,7 @@ def _bitbucket(env: Mapping[str, str]) -> CiJob:
         tag=tag,
         commit=_get(env, "BITBUCKET_COMMIT"),
         run_id=_get(env, "BITBUCKET_BUILD_NUMBER"),
+        actor=_get(env, "BITBUCKET_STEP_TRIGGERER_UUID"),
     )
 
 

@@ -14,6 +14,7 @@ from typing import NoReturn
 from gatecfg import __version__
 from gatecfg.cli_args import ARGUMENTS, Handler, Parser, debug_option
 from gatecfg.cli_commands import (
+    alerts,
     backtest,
     carry,
     compare,
@@ -47,6 +48,7 @@ COMMANDS = (
     evaluate,
     trust,
     shifts,
+    alerts,
     history,
     backtest,
     demo,

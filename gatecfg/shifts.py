@@ -148,7 +148,15 @@ def find_shift(
     up = change > 0
     streak = [(run_id, commit, at, change)]
     for r in recent:
-        if not r.failed or r.in_baseline or r.change is None or (r.change > 0) != up:
+        # A value untrusted by hand (a `regression` triage holds them so) is one somebody said is wrong:
+        # it never makes a level to follow.
+        if (
+            not r.failed
+            or r.in_baseline
+            or r.cause == "untrusted"
+            or r.change is None
+            or (r.change > 0) != up
+        ):
             break
         streak.append((r.run_id, r.commit, r.created_at, r.change))
     if len(streak) < MIN_REGIME:

@@ -158,10 +158,11 @@ def _latest(series: SeriesView) -> str:
     )
 
 
-def index_page(tests: Sequence[TestView], *, store: str, generated: str) -> str:
+def index_page(tests: Sequence[TestView], *, store: str, generated: str, alerts: str = "") -> str:
     parts = [
         "<h1>gatecfg report</h1>",
         f'<p class="muted">history store: <code>{_e(store)}</code></p>',
+        alerts,  # gatecfg/alerts_html.py's section
         "<h2>Tests</h2><table><tr><th>test</th><th>gate file</th><th>series</th><th>runs</th>"
         "<th>latest run</th><th>gates: latest status</th></tr>",
     ]

@@ -8,7 +8,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from gatecfg import __version__
+from gatecfg import __version__, alerts_html
 from gatecfg.analysis.false_alarm import Estimate, current_estimates
 from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
 from gatecfg.analysis.plots import Chart, Curve, render
@@ -43,9 +43,10 @@ def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> i
             views.append(_test_view(store, resolved, writer, png=png))
             advance(1)
         url = store.url
+        alerts = alerts_html.section(store, test=test)
     for view in views:
         writer.write(view.page, page_of_test(view, generated=__version__))
-    writer.write("index.html", index_page(views, store=url, generated=__version__))
+    writer.write("index.html", index_page(views, store=url, generated=__version__, alerts=alerts))
     charts = sum(len(s.gates) for v in views for s in v.series)
     print(f"wrote {display_path(out / 'index.html')}: {len(views)} test(s), {charts} chart(s)")
     return EXIT_OK

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # The newest migration in store/migrations (a test holds the two together) and the table Alembic records
 # it in; here, so that reading the revision needs neither SQLAlchemy nor Alembic.
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 VERSION_TABLE = "alembic_version"
 STORE_HINT = "check that the store named by --db / GATECFG_DB_URL is reachable and writable"
 # The wait for another writer's lock, set as `PRAGMA busy_timeout` (milliseconds) by store/engine.py and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +15,22 @@ from typing import TYPE_CHECKING, Self, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
+from gatecfg.alerts import Cause, OpenGate, Triaged, Verdict
 from gatecfg.errors import StoreError
 from gatecfg.membership import Baseline
 from gatecfg.shifts import Recent, Shift
-from gatecfg.store import baselines, follow, inventory, links, reads, retention, statements, transfer, writes
+from gatecfg.store import (
+    baselines,
+    follow,
+    inventory,
+    links,
+    reads,
+    retention,
+    statements,
+    transfer,
+    triage,
+    writes,
+)
 from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
@@ -136,6 +148,7 @@ class Store(StoreReads):
                 follow.rejoin(conn, rejoin)
                 for shift in accept:
                     follow.accept(conn, shift, series_key=run.series_key, test=run.test, at=run.created_at)
+                triage.hold(conn, run.run_id, run.created_at)
             return stored
 
     def recent(
@@ -154,6 +167,53 @@ class Store(StoreReads):
         """Undo accepted shift `pk`; False when no active shift has that number."""
         with self._errors("undo a shift in the history store"), self._writer.begin() as conn:
             return follow.undo(conn, pk, at=datetime.now(UTC), reason=reason)
+
+    def alerts(self, *, test: str | None = None) -> triage.Snapshot:
+        """The open gates of one test or of the whole store (`gatecfg alerts`, store/triage.py)."""
+        with self._errors("read alerts from the history store"), self._engine.connect() as conn:
+            return triage.snapshot(conn, test=test)
+
+    def decide(
+        self,
+        choose: Callable[[triage.Snapshot], tuple[Cause, Sequence[OpenGate]]],
+        *,
+        verdict: Verdict,
+        reason: str,
+        link: str | None,
+        who: str,
+        test: str | None = None,
+    ) -> tuple[int, Cause, Sequence[OpenGate]]:
+        """Triage one alert in one transaction: `choose` picks its cause and gates from the open gates
+        read in it (raising when it names none); the decision's number, the cause and the gates."""
+        with self._errors("record an alert decision in the history store"), self._writer.begin() as conn:
+            cause, gates = choose(triage.snapshot(conn, test=test))
+            pk = triage.decide(
+                conn,
+                alert=cause.id,
+                cause=cause,
+                verdict=verdict,
+                reason=reason,
+                link=link,
+                who=who,
+                at=datetime.now(UTC),
+                gates=gates,
+            )
+            return pk, cause, gates
+
+    def undo_decision(self, pk: int, *, who: str, reason: str | None = None) -> bool:
+        """Undo alert decision `pk`, restoring what it changed; False when no active decision has it."""
+        with self._errors("undo an alert decision in the history store"), self._writer.begin() as conn:
+            return triage.undo(conn, pk, who=who, at=datetime.now(UTC), reason=reason)
+
+    def decisions(self, *, everything: bool = False) -> list[triage.DecisionRow]:
+        """Alert decisions, newest first (`everything`: undone ones too)."""
+        with self._errors("read alert decisions from the history store"), self._engine.connect() as conn:
+            return triage.listed(conn, everything=everything)
+
+    def triaged(self, *, test: str | None = None) -> list[Triaged]:
+        """Every gate of every active alert decision (`alerts --stats`)."""
+        with self._errors("read alert decisions from the history store"), self._engine.connect() as conn:
+            return triage.triaged(conn, test=test)
 
     def write_runs(
         self,

@@ -107,6 +107,13 @@ run_coordinates = sa.Table(
     sa.Column("trust_reason", sa.Text),
     sa.Column("trust_changed_at", UTCDateTime),
     sa.Column("rejoined", sa.Text),
+    # A failed gate's summary for `gatecfg alerts` (revision 0009; NULL where the gate passed, and on
+    # older rows, which alerts summarise from their points): steps that failed or errored, those that
+    # errored, and the mean
+    # relative change of its steps against their baselines.
+    sa.Column("failed_steps", sa.Integer),
+    sa.Column("error_steps", sa.Integer),
+    sa.Column("change", sa.Double),
     sa.Index(None, "run_pk"),
     sa.Index(None, "coordinate_pk", "steps_digest"),
     sqlite_with_rowid=False,
@@ -198,4 +205,76 @@ shifts = sa.Table(
         sqlite_where=sa.text("undone_at IS NULL"),
         postgresql_where=sa.text("undone_at IS NULL"),
     ),
+)
+
+# What people decided about an alert (`gatecfg alerts ack`, docs/alerts.md; revision 0009): who, when and
+# why, the cause it named, and its undo. At most one active decision per alert.
+alert_decisions = sa.Table(
+    "alert_decisions",
+    metadata,
+    sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("alert", sa.Text, nullable=False),  # the group's id as `gatecfg alerts` prints it
+    sa.Column("verdict", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("link", sa.Text),
+    sa.Column("decided_by", sa.Text, nullable=False),
+    sa.Column("decided_at", UTCDateTime, nullable=False),
+    sa.Column("cause", sa.Text, nullable=False),  # JSON: the night, the commit, the environment change
+    sa.Column("first_failed_at", UTCDateTime, nullable=False),
+    sa.Column("undone_at", UTCDateTime),
+    sa.Column("undone_by", sa.Text),
+    sa.Column("undo_reason", sa.Text),
+    sa.CheckConstraint("verdict IN ('intended', 'environment', 'false-alarm', 'regression')", name="verdict"),
+    sa.Index(
+        "uq_alert_decisions_active",
+        "alert",
+        unique=True,
+        sqlite_where=sa.text("undone_at IS NULL"),
+        postgresql_where=sa.text("undone_at IS NULL"),
+    ),
+)
+
+# The gates a decision covered: what `alerts --stats` counts. A `regression` gate closes by itself on the
+# first nightly it passes again (`closed_run_id`); an `intended`/`environment` gate names the shift the
+# decision accepted.
+alert_gates = sa.Table(
+    "alert_gates",
+    metadata,
+    sa.Column(
+        "decision_pk",
+        sa.Integer,
+        sa.ForeignKey("alert_decisions.pk", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("coordinate", sa.Text, primary_key=True),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("metric", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("first_run_id", sa.Text, nullable=False),
+    sa.Column("first_failed_at", UTCDateTime, nullable=False),
+    sa.Column("shift_pk", sa.Integer),
+    sa.Column("closed_run_id", sa.Text),
+    sa.Column("closed_at", UTCDateTime),
+    sa.Index(None, "coordinate"),
+)
+
+# What each (coordinate, run) row held before a decision changed it, so that its undo restores it exactly.
+alert_prior = sa.Table(
+    "alert_prior",
+    metadata,
+    sa.Column(
+        "decision_pk",
+        sa.Integer,
+        sa.ForeignKey("alert_decisions.pk", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column(
+        "coordinate_pk", sa.Integer, sa.ForeignKey("coordinates.pk", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column("run_pk", sa.Integer, sa.ForeignKey("runs.pk", ondelete="CASCADE"), primary_key=True),
+    sa.Column("trust_override", sa.Boolean),
+    sa.Column("trust_reason", sa.Text),
+    sa.Column("trust_changed_at", UTCDateTime),
+    sa.Column("rejoined", sa.Text),
+    sqlite_with_rowid=False,
 )

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from gatecfg.errors import StoreError
+from gatecfg.store import triage
 from gatecfg.store.reads import spec_of
 from gatecfg.store.rows import STATUSES, CoordinateSpec, PointColumns, RunInfo, StoredPoint
 from gatecfg.store.tables import coordinates, metric_points, run_coordinates, runs
@@ -94,6 +95,7 @@ def _write_batch(
                 "n_values": len(stored),
                 "steps_digest": steps_digest(stored.steps, stored.values),
                 "gate_trusted": stored.gate_trusted,
+                **triage.summary(stored),
             }
             for run_pk, points in written
             for spec, stored in points.items()
