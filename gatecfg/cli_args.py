@@ -219,10 +219,13 @@ def check_store_write(args: argparse.Namespace, *, where: str, action: str, test
         print(f"gatecfg: {where}: written under --override-write-policy: {override}", file=sys.stderr)
 
 
-def db_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+def db_option(parser: argparse.ArgumentParser, help: str | None = None, *, inherited: bool = False) -> None:
+    """`--db`. `inherited`: an action under a command that takes `--db` too, so that the command's
+    `--db` (`gatecfg alerts --db URL ack ...`) holds when the action is not given its own."""
     parser.add_argument(
         "--db",
         metavar="URL",
+        default=argparse.SUPPRESS if inherited else None,
         help=help
         or "history store: sqlite:///path or postgresql+psycopg://... "
         f"(default: ${settings.DB_ENV}, else `db` in .gatecfg.toml or [tool.gatecfg], else "

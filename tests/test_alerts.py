@@ -297,6 +297,9 @@ def test_the_cli_lists_acks_and_refuses_what_it_cannot_do(one_test: Fleet) -> No
     again = run_cli("alerts", "ack", alert["id"], "--as", "regression", "--reason", "x", "--db", db)
     assert again.code == 2
     assert "was triaged as intended" in again.err
+    before_action = run_cli("alerts", "--db", db, "decisions")  # the command's --db holds for its action
+    assert before_action.code == 0
+    assert "new optimizer" in before_action.out
     audit = run_cli("alerts", "decisions", "--db", db)
     assert "alert " + alert["id"] in audit.out
     assert "intended by" in audit.out

@@ -60,7 +60,7 @@ def register(sub: SubParsers) -> None:
     q.add_argument("--as", dest="verdict", choices=VERDICTS, required=True, help=VERDICT_HELP)
     reason_option(q, "why, in a sentence (required): kept in the audit table")
     q.add_argument("--link", metavar="URL", help="the issue or pull request that says more")
-    db_option(q)
+    db_option(q, inherited=True)
     gates_option(q)
     override_option(q)
     q = add(
@@ -74,7 +74,7 @@ def register(sub: SubParsers) -> None:
         "decision", type=int, metavar="N", help="the decision's number (`gatecfg alerts decisions`)"
     )
     reason_option(q, "kept with the undo")
-    db_option(q)
+    db_option(q, inherited=True)
     gates_option(q)
     override_option(q)
     q = add(
@@ -86,7 +86,7 @@ def register(sub: SubParsers) -> None:
     )
     q.add_argument("--undone", action="store_true", help="undone decisions too")
     format_option(q)
-    db_option(q)
+    db_option(q, inherited=True)
 
 
 def run(args: argparse.Namespace) -> int:

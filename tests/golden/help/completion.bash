@@ -10,7 +10,7 @@ _gatecfg() {
         case "$word" in -*) ;; *) cmd="$word"; break ;; esac
     done
     case "$cmd" in
-    "") _gatecfg_reply < <(compgen -W "lint resolve schema evaluate untrust trust shifts history backtest demo regimes rebaseline import report compare diff carry prune init completion db --help -h --version --debug" -- "$cur") ;;
+    "") _gatecfg_reply < <(compgen -W "lint resolve schema evaluate untrust trust shifts alerts history backtest demo regimes rebaseline import report compare diff carry prune init completion db --help -h --version --debug" -- "$cur") ;;
     lint)
         case "$prev" in
         --gates)
@@ -156,6 +156,21 @@ _gatecfg() {
         esac
         if [[ "$cur" == -* ]]; then
             _gatecfg_reply < <(compgen -W "--help -h --debug --test --all --undo --reason --format --db --override-write-policy" -- "$cur")
+        fi
+        ;;
+    alerts)
+        case "$prev" in
+        --test)
+            COMPREPLY=(); return ;;
+        --format)
+            _gatecfg_reply < <(compgen -W "text json markdown" -- "$cur"); return ;;
+        --db)
+            COMPREPLY=(); return ;;
+        esac
+        if [[ "$cur" == -* ]]; then
+            _gatecfg_reply < <(compgen -W "--help -h --debug --test --stats --format --db" -- "$cur")
+        else
+            _gatecfg_reply < <(compgen -W "ack undo decisions" -- "$cur")
         fi
         ;;
     history)

@@ -10,6 +10,7 @@ _gatecfg() {
         'untrust:Mark stored runs as untrusted (kept out of baselines)'
         'trust:Mark stored runs as trusted (they form baselines again)'
         'shifts:List the sustained shifts evaluate followed as new baselines...'
+        'alerts:The open alerts of the store (or of one test), one per cause: the commit or...'
         'history:List stored values newest first, with trust and the band each value was...'
         'backtest:Replay stored nightlies under the gates (or proposed ones): failures, false...'
         'demo:A tour: seed a SQLite history from bundled nightlies, then evaluate a...'
@@ -111,6 +112,14 @@ _gatecfg() {
             '--format[]:format:(text json)' \
             '--db[history store\: sqlite\:///path or postgresql+psycopg\://...]:db: ' \
             '--override-write-policy[change the store although policy.write refuses this job (a backfill, a...]:override-write-policy: ' ;;
+        alerts) _arguments \
+            '(--help -h)'{--help,-h}'[show this help message and exit]' \
+            '--debug[on an internal error, print the traceback (also GATECFG_DEBUG=1)]' \
+            '--test[only this test'\''s alerts]:test: ' \
+            '--stats[also what people said, per gate and per test]' \
+            '--format[]:format:(text json markdown)' \
+            '--db[history store\: sqlite\:///path or postgresql+psycopg\://...]:db: ' \
+            '*:argument:(ack undo decisions)' ;;
         history) _arguments \
             '(--help -h)'{--help,-h}'[show this help message and exit]' \
             '--debug[on an internal error, print the traceback (also GATECFG_DEBUG=1)]' \
