@@ -254,7 +254,7 @@ def _writer(  # noqa: PLR0917 (Pool.starmap's arguments)
                 raise RuntimeError(f"{run_id} was not written")
 
         return _timed(once, tag, k, runs)
-    bare = _Bare(url, gates, record, window)
+    bare = Bare(url, gates, record, window)
     try:
         return _timed(bare.run, tag, k, runs)
     finally:
@@ -270,7 +270,7 @@ def _timed(once: Any, tag: str, k: int, runs: int) -> list[float]:
     return latencies
 
 
-class _Bare:
+class Bare:
     """The bare client: the driver alone, the record parsed once (gatecfg parses it per run)."""
 
     def __init__(self, url: str, gates: str, record: str, window: int) -> None:
@@ -308,7 +308,9 @@ class _Bare:
             [run_id, self.window, *self.hashes] if self.postgres else [*self.hashes, run_id, self.window],
         )
         pairs = cursor.fetchall()
-        if self.postgres:
+        if not pairs:
+            pass
+        elif self.postgres:
             cursor.execute(
                 "SELECT mp.value FROM unnest(%s::int[], %s::int[]) AS c(coordinate_pk, run_pk) "
                 "CROSS JOIN LATERAL (SELECT value FROM metric_points m "
@@ -322,13 +324,13 @@ class _Bare:
                 + ") ORDER BY coordinate_pk, run_pk, step",
                 [x for p in pairs for x in p[:2]],
             )
-        n_values = len(cursor.fetchall())
+        n_values = len(cursor.fetchall()) if pairs else 0
         if n_values != len(pairs) * len(next(iter(self.points.values()))[0]):
             raise RuntimeError(f"{n_values} baseline values for {len(pairs)} runs")
         cursor.execute(
             "INSERT INTO runs (run_id, test, series_key, labels, created_at, written_by, gate_trusted) "
             f"VALUES ({', '.join([mark] * 7)}) RETURNING pk",
-            [run_id, bench.TEST, pairs[0][2], "{}", _now(), "bare", True],
+            [run_id, bench.TEST, bench.series_key(bench.TEST, {}), "{}", _now(), "bare", True],
         )
         (run_pk,) = cursor.fetchone()
         cursor.execute(f"SELECT coordinate, pk FROM coordinates WHERE coordinate IN ({marks})", self.hashes)
