@@ -111,3 +111,15 @@ def test_a_repeated_api_write_compiles_nothing_and_on_postgresql_opens_no_connec
     # A SQLite file is opened for each use (nothing holds it open between calls): the schema check and
     # the write; PostgreSQL's connection stays pooled.
     assert seen["connections"] == (2 if db.startswith("sqlite") else 0)
+
+
+def test_a_relative_sqlite_url_names_the_file_in_each_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        with Store.open("sqlite:///h.db", create=True) as store:
+            assert store.revision() is not None
+        assert (folder / "h.db").is_file()

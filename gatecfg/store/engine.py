@@ -124,6 +124,10 @@ def shared_engine(url: URL) -> tuple[Engine, bool]:
     if sqlite and (url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"):
         return create_engine(url), False
     key = url.render_as_string(hide_password=False)
+    if sqlite and not os.path.isabs(url.database or ""):
+        # A relative path names another file in another working directory (SQLAlchemy makes it absolute
+        # once, when it makes the engine).
+        key = f"{os.getcwd()}\0{key}"
     with _SHARED.lock:
         engine = _SHARED.engines.get(key)
         if engine is not None:
