@@ -4,7 +4,7 @@ returns and `gatecfg lint` prints (with, on request, the gates whose false-alarm
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gatecfg.errors import InputError, Location, Problem
@@ -33,7 +33,7 @@ def check(paths: Sequence[Path], gates: Path) -> tuple[list[Problem], set[str], 
     tests: dict[str, ResolvedTest] = {}
     # Paths given, none of them lintable: their problems are the answer, not the whole --gates tree.
     for root, files in (_roots(lintable, gates) if lintable or not paths else {}).items():
-        tree = load_tree(root)
+        tree = load_tree(root, wanted=_picked(files))
         checked.update(f for f in tree.files if _selected(f, files))
         problems.extend(p for p in tree.problems if _selected(p.location.path, files))
         tests.update((t.file, t) for t in tree.tests.values() if _selected(t.file, files))
@@ -152,6 +152,14 @@ def _not_lintable(path: Path) -> Problem | None:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return Problem(Location(shown), f"cannot read it: {reason}")
     return None
+
+
+def _picked(files: set[str] | None) -> Callable[[Path], bool] | None:
+    """What a tree loads of a selection (None: all of it), `load_tree`'s `wanted`: reading only what the
+    selected files need makes linting the files a commit changed cost what those files cost."""
+    if files is None:
+        return None
+    return lambda path: _selected(str(path), files)
 
 
 def _selected(shown: str, files: set[str] | None) -> bool:

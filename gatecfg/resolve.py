@@ -25,7 +25,7 @@ import fnmatch
 import functools
 import os
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from gatecfg.models import (
 from gatecfg.parse import parse_doc
 from gatecfg.same_code import SameCodePolicy
 from gatecfg.wording import did_you_mean
-from gatecfg.yamlio import LoadedDoc, read_yaml
+from gatecfg.yamlio import MAX_BYTES, LoadedDoc, read_yaml
 
 BASE_NAME = "base.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -220,8 +220,17 @@ class GateTree:
         return found
 
 
-def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
-    """Load and resolve every gate file under `root` (or just `files`), collecting all problems."""
+def load_tree(
+    root: Path, files: Iterable[Path] | None = None, *, wanted: Callable[[Path], bool] | None = None
+) -> GateTree:
+    """Load and resolve every gate file under `root` (or just `files`), collecting all problems.
+
+    With `wanted`, only the files it picks are resolved, with every base file (each is small, and a
+    broken one is reported with every file below it) and, of the other gate files, those that may
+    declare one of the tests the picked files declare (`_may_declare`): one test has one gate file, and
+    which file is told "already gated" depends on them (`gatecfg lint` of the files a commit changed
+    reads the files those need, not the whole tree).
+    """
     tree = GateTree(root)
     if not root.is_dir():
         tree.problems.append(
@@ -234,12 +243,25 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
         return tree
     paths = sorted(files) if files is not None else _yaml_files(root, tree.problems)
     loader = _Loader(root.resolve(), tree.problems)
-    for path in paths:
+    loaded: dict[Path, ResolvedTest | None] = {}
+
+    def load(batch: Iterable[Path]) -> None:
+        for path in batch:
+            if is_base_file(path):
+                loader.base(path.resolve(), display_path(path))
+                loaded[path] = None
+            else:
+                loaded[path] = loader.test(path)
+
+    if wanted is None:
+        load(paths)
+    else:
+        load(path for path in paths if is_base_file(path) or wanted(path))
+        declared = {resolved.test for resolved in loaded.values() if resolved is not None}
+        load(path for path in paths if path not in loaded and _may_declare(path, declared))
+    for path in sorted(loaded):
         tree.files.append(display_path(path))
-        if is_base_file(path):
-            loader.base(path.resolve(), display_path(path))
-            continue
-        resolved = loader.test(path)
+        resolved = loaded[path]
         if resolved is None:
             continue
         previous = tree.tests.get(resolved.test)
@@ -256,6 +278,26 @@ def load_tree(root: Path, files: Iterable[Path] | None = None) -> GateTree:
         tree.tests[resolved.test] = resolved
     tree.problems.sort(key=lambda p: (p.location, p.message))
     return tree
+
+
+def _may_declare(path: Path, tests: set[str]) -> bool:
+    """Whether the gate file at `path` may declare one of `tests`, from its bytes alone, erring towards
+    yes. A YAML scalar reads as its text but for escapes (a backslash), a doubled quote inside single
+    quotes and a line folded into a space: so a file that declares a test holds its name as written,
+    unless the name has a quote or a space, or the file a backslash."""
+    if not tests:
+        return False
+    try:
+        # A link (which may leave the root), not a regular file (a FIFO would block the read) or too big:
+        # the loader says what is wrong with it.
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
+            return True
+        raw = path.read_bytes()
+    except OSError:
+        return True
+    if b"\\" in raw:
+        return True
+    return any("'" in test or any(c.isspace() for c in test) or test.encode() in raw for test in tests)
 
 
 def _require_gate_keys(doc: LoadedDoc) -> None:

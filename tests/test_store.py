@@ -449,6 +449,7 @@ def test_a_baseline_read_in_many_small_statements_equals_the_read_in_one(
     whole = store.baselines([REWARD.coordinate], window=3)
     with point_reads() as queries:
         monkeypatch.setattr(gatecfg.store.windowing, "ROWS_PER_STATEMENT", 2)
+        monkeypatch.setattr(gatecfg.store.baselines, "PACKED_PER_STATEMENT", 2)
         split = store.baselines([REWARD.coordinate], window=3)
 
     assert split == whole

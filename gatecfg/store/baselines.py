@@ -4,11 +4,11 @@ few statements however many coordinates a run has."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from gatecfg.membership import Baseline, Facts
@@ -20,12 +20,16 @@ from gatecfg.store.statements import (
     VALUE_COLUMNS,
     digest_span,
     newest_runs,
+    packed_points,
     sqlite_points,
     sqlite_walk,
 )
 from gatecfg.store.tables import coordinates, metric_points
 from gatecfg.store.windowing import (
+    PACKED_PER_STATEMENT,
     Candidate,
+    Pair,
+    PointReads,
     Values,
     WindowRuns,
     chunk_points,
@@ -62,10 +66,9 @@ def baselines(
         raise ValueError(f"a baseline window must be at least 1, got {window}")
     found = Baselines()
     if conn.dialect.name == "postgresql":
-        # For this transaction only (safe behind a transaction-mode pooler): a point read of 50,000 rows
-        # costs enough to be JIT-compiled, 7 ms a statement that saves nothing, and its sort by primary key
-        # spills to disk just above the default 4 MB work_mem.
-        conn.exec_driver_sql("SELECT set_config('jit', 'off', true), set_config('work_mem', '16MB', true)")
+        # For this transaction only (safe behind a transaction-mode pooler): a point read of thousands of
+        # seeks costs enough to be JIT-compiled, milliseconds a statement that save nothing.
+        conn.exec_driver_sql("SELECT set_config('jit', 'off', true)")
     for chunk in chunks(sorted(set(hashes))):
         found.windows.update(_window_values(conn, chunk, window, baseline, exclude_run_id))
     return found
@@ -199,66 +202,90 @@ def _walks(
 def _window_points(conn: Connection, windows: Mapping[str, WindowRuns]) -> dict[str, Window]:
     """Per coordinate, the finite values of its window's runs by step, newest first (`chunk_points`)."""
     found: dict[str, Window] = {}
-    for chunk in chunked_by_pairs(windows, max_pairs(conn.dialect.name)):
-        read = chunk_points(
-            lambda steps, pairs: _points_rows(conn, STEP_COLUMNS if steps else VALUE_COLUMNS, pairs), chunk
+    if conn.dialect.name == "postgresql":
+        reads = PointReads(
+            lambda pairs: {pair: steps for pair, steps, _ in _packed(conn, pairs, values=False)},
+            lambda pairs: _concatenated([values for _, _, values in _packed(conn, pairs, steps=False)]),
+            PACKED_PER_STATEMENT,
         )
+    else:
+        reads = PointReads.of_rows(
+            lambda steps, pairs: driver_rows(
+                conn, sqlite_points(STEP_COLUMNS if steps else VALUE_COLUMNS, pairs)
+            )
+        )
+    for chunk in chunked_by_pairs(windows, max_pairs(conn.dialect.name)):
+        read = chunk_points(reads, chunk)
         # None: points that no digest accounts for (written by something other than gatecfg): by step.
         found.update(_chunk_points_by_step(conn, chunk) if read is None else read)
     return found
 
 
 def _chunk_points_by_step(conn: Connection, chunk: Sequence[tuple[str, WindowRuns]]) -> dict[str, Window]:
-    rank = {(w.coordinate_pk, run_pk): rn for _, w in chunk for rn, (run_pk, _) in enumerate(w.runs)}
-    columns = (
-        metric_points.c.coordinate_pk,
-        metric_points.c.run_pk,
-        metric_points.c.step,
-        metric_points.c.value,
-    )
-    rows = sorted(_points_rows(conn, columns, sorted(rank)), key=lambda row: (row[0], rank[(row[0], row[1])]))
-    by_pk: dict[int, Values] = {}
-    for coordinate_pk, _, step, value in rows:
-        by_pk.setdefault(coordinate_pk, {}).setdefault(step, []).append(value)
-    return {coordinate: window_of(by_pk.get(w.coordinate_pk, {})) for coordinate, w in chunk}
+    found = _points_by_pair(conn, [(w.coordinate_pk, run_pk) for _, w in chunk for run_pk, _ in w.runs], None)
+    windows: dict[str, Window] = {}
+    for coordinate, w in chunk:
+        by_step: Values = {}
+        for run_pk, _ in w.runs:  # newest first
+            for step, value in found.get((w.coordinate_pk, run_pk), []):
+                by_step.setdefault(step, []).append(value)
+        windows[coordinate] = window_of(by_step)
+    return windows
 
 
-def _points_rows(
-    conn: Connection, columns: Sequence[sa.ColumnElement[Any]], pairs: Iterable[tuple[int, int]]
-) -> Sequence[Any]:
-    """The finite points of these (coordinate_pk, run_pk) pairs in primary-key order, as DBAPI tuples."""
-    pairs = list(pairs)
-    if not pairs:
-        return []
+def _points_by_pair(
+    conn: Connection, pairs: Sequence[Pair], steps: Collection[int] | None
+) -> dict[Pair, list[tuple[int, float]]]:
+    """The finite (step, value) points of each pair, by step; only at `steps` unless it is None."""
+    found: dict[Pair, list[tuple[int, float]]] = {}
     if conn.dialect.name == "postgresql":
-        # Two arrays, one parameter each: one compiled and planned form whatever the number of pairs, a
-        # nested loop over metric_points' primary key (an IN list of row values plans a bitmap scan per
-        # pair).
-        chosen = (
-            sa.func.unnest(
-                sa.bindparam("coordinate_pks", [pk for pk, _ in pairs], type_=postgresql.ARRAY(sa.Integer)),
-                sa.bindparam("run_pks", [run_pk for _, run_pk in pairs], type_=postgresql.ARRAY(sa.Integer)),
-            )
-            .table_valued("coordinate_pk", "run_pk")
-            .render_derived(name="chosen")
+        for part in chunks(sorted(pairs), max_pairs("postgresql")):
+            for pair, at, values in _packed(conn, part, at=steps):
+                found[pair] = list(zip(at, values.tolist(), strict=True))
+        return found
+    for part in chunks(sorted(pairs), max_pairs(conn.dialect.name)):
+        query = sa.select(
+            metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step, metric_points.c.value
+        ).where(sa.tuple_(metric_points.c.coordinate_pk, metric_points.c.run_pk).in_(list(part)), FINITE)
+        if steps is not None:
+            query = query.where(metric_points.c.step.in_(sorted(steps)))
+        query = query.order_by(*metric_points.primary_key)
+        for coordinate_pk, run_pk, step, value in driver_rows(conn, query):
+            found.setdefault((coordinate_pk, run_pk), []).append((int(step), float(value)))
+    return found
+
+
+def _packed(
+    conn: Connection,
+    pairs: Sequence[Pair],
+    *,
+    steps: bool = True,
+    values: bool = True,
+    at: Collection[int] | None = None,
+) -> Iterator[tuple[Pair, list[int], np.ndarray]]:
+    """PostgreSQL: per pair, in the order given, its finite points' steps and values by step
+    (`statements.packed_points`); a list or array left out is empty."""
+    if not pairs:
+        return
+    statement = packed_points(steps=steps, values=values, some_steps=at is not None)
+    parameters: dict[str, Any] = {
+        "coordinate_pks": [pk for pk, _ in pairs],
+        "run_pks": [run_pk for _, run_pk in pairs],
+    }
+    if at is not None:
+        parameters["steps"] = sorted(at)
+    for coordinate_pk, run_pk, *packed in driver_rows(conn, statement, parameters):
+        step_bytes = packed.pop(0) if steps else None
+        value_bytes = packed.pop(0) if values else None
+        yield (
+            (coordinate_pk, run_pk),
+            np.frombuffer(step_bytes or b"", ">i4").tolist(),
+            np.frombuffer(value_bytes or b"", ">f8"),
         )
-        return driver_rows(
-            conn,
-            sa.select(*columns)
-            .select_from(
-                chosen.join(
-                    metric_points,
-                    sa.and_(
-                        metric_points.c.coordinate_pk == chosen.c.coordinate_pk,
-                        metric_points.c.run_pk == chosen.c.run_pk,
-                    ),
-                )
-            )
-            .where(FINITE)
-            .order_by(metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step),
-        )
-    statement = sqlite_points(columns, pairs)
-    return driver_rows(conn, statement)
+
+
+def _concatenated(parts: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float64) if parts else np.empty(0)
 
 
 def values_of_runs(
@@ -271,20 +298,11 @@ def values_of_runs(
     given (newest first). `steps` None reads every step; a set of steps lets the primary key seek just
     those. The window's own values have a faster read (`_window_points`); this one reads on past it."""
     rank = {pair: (key, n) for key, pairs in ordered.items() for n, pair in enumerate(pairs)}
-    rows: list[tuple[str, int, int, float]] = []
-    for part in chunks(sorted(rank), max_pairs(conn.dialect.name)):
-        query = sa.select(
-            metric_points.c.coordinate_pk, metric_points.c.run_pk, metric_points.c.step, metric_points.c.value
-        ).where(sa.tuple_(metric_points.c.coordinate_pk, metric_points.c.run_pk).in_(list(part)), FINITE)
-        if steps is not None:
-            query = query.where(metric_points.c.step.in_(sorted(steps)))
-        for coordinate_pk, run_pk, step, value in conn.execute(query):
-            key, n = rank[(coordinate_pk, run_pk)]
-            rows.append((key, n, int(step), float(value)))
-    rows.sort(key=lambda row: row[:2])
+    points = _points_by_pair(conn, list(rank), steps)
     found: dict[str, Values] = {}
-    for key, _, step, value in rows:
-        kept = found.setdefault(key, {}).setdefault(step, [])
-        if len(kept) < window:
-            kept.append(value)
+    for pair in sorted(rank, key=rank.__getitem__):
+        for step, value in points.get(pair, []):
+            kept = found.setdefault(rank[pair][0], {}).setdefault(step, [])
+            if len(kept) < window:
+                kept.append(value)
     return found

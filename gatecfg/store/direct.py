@@ -47,6 +47,7 @@ from gatecfg.store.rows import (
 )
 from gatecfg.store.sqlite_reads import STATEMENTS
 from gatecfg.store.windowing import (
+    PointReads,
     WindowRuns,
     chunk_points,
     chunked_by_pairs,
@@ -340,8 +341,9 @@ def _baselines(
     if uncertain:
         return None
     found: dict[str, Window] = {}
+    reads = PointReads.of_rows(lambda steps, pairs: _points(conn, steps, pairs))
     for part in chunked_by_pairs(windows, max_pairs("sqlite")):
-        read = chunk_points(lambda steps, pairs: _points(conn, steps, pairs), part)
+        read = chunk_points(reads, part)
         if read is None:
             return None
         found.update(read)

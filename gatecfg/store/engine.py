@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,9 +98,76 @@ def redact(url: URL) -> str:
 
 
 def create_engine(url: URL) -> Engine:
+    """A new engine for the store at `url`, which the caller disposes (`shared_engine` keeps one)."""
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
     return _postgresql_engine(url)
+
+
+# Engines kept per process, by URL (options and credentials included, so that a URL with other options
+# or another role never gets this one's connections), least recently used first.
+class _Shared:
+    def __init__(self) -> None:
+        self.engines: OrderedDict[str, Engine] = OrderedDict()
+        self.lock = threading.Lock()
+
+
+_SHARED = _Shared()
+# A process that opens more stores than this (a test session, a service walking a fleet's stores) closes
+# the pooled connections of the one it used least recently.
+MAX_SHARED_ENGINES = 8
+
+
+def shared_engine(url: URL) -> tuple[Engine, bool]:
+    """The engine this process keeps for `url`, made on first use, and whether it is kept (else the
+    caller disposes it): one engine per store and process, so that a harness calling `gatecfg.evaluate`
+    night after night pays for its engine, its connection and its compiled statements once, not per call.
+
+    PostgreSQL keeps its connections pooled (each checked before use, `pool_pre_ping`). A SQLite file
+    opens a new connection each time (no pool: nothing holds the file open between calls, and a file
+    deleted and made again is the new one), which costs a fraction of a millisecond; the engine is kept
+    for its compiled statements. An in-memory SQLite store is never kept: each open is a new, empty
+    store, as it always was. A forked child starts with the engines but not the connections
+    (`_after_fork`)."""
+    sqlite = url.get_backend_name() == "sqlite"
+    if sqlite and (url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"):
+        return create_engine(url), False
+    key = url.render_as_string(hide_password=False)
+    if sqlite and not os.path.isabs(url.database or ""):
+        # A relative path names another file in another working directory (SQLAlchemy makes it absolute
+        # once, when it makes the engine).
+        key = f"{os.getcwd()}\0{key}"
+    with _SHARED.lock:
+        engine = _SHARED.engines.get(key)
+        if engine is not None:
+            _SHARED.engines.move_to_end(key)
+    if engine is not None:
+        if sqlite:
+            _sqlite_folder(url)  # a folder removed since is made again, as on the first open
+        return engine, True
+    engine = _sqlite_engine(url, pooled=False) if sqlite else create_engine(url)
+    with _SHARED.lock:
+        kept = _SHARED.engines.setdefault(key, engine)
+        _SHARED.engines.move_to_end(key)
+        surplus = len(_SHARED.engines) - MAX_SHARED_ENGINES
+        evicted = [_SHARED.engines.popitem(last=False)[1] for _ in range(surplus)]
+    for old in evicted:
+        old.dispose()
+    if kept is not engine:  # another thread made one first
+        engine.dispose()
+    return kept, True
+
+
+def _after_fork() -> None:
+    """In a forked child: the parent's pooled connections stay the parent's (closing or using them here
+    would break its sessions), so each kept engine starts a new, empty pool (SQLAlchemy's recipe for
+    os.fork, `Engine.dispose(close=False)`)."""
+    _SHARED.lock = threading.Lock()  # a thread of the parent may have held it at the fork
+    for engine in _SHARED.engines.values():
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def lock_wait(url: URL) -> float:
@@ -109,13 +179,17 @@ def lock_wait(url: URL) -> float:
     return float(timeout if isinstance(timeout, str) else timeout[-1])
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def _sqlite_folder(url: URL) -> None:
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
         hint = "choose a path this user can create, e.g. --db sqlite:///path/to/history.db"
         with store_errors(redact(url), "create the history store's folder", hint=hint):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url)
+
+
+def _sqlite_engine(url: URL, *, pooled: bool = True) -> Engine:
+    _sqlite_folder(url)
+    engine = sa.create_engine(url) if pooled else sa.create_engine(url, poolclass=sa.pool.NullPool)
     # First, so that the pragmas after it wait for a concurrent writer too.
     pragmas = SQLITE_PRAGMAS if "timeout" in url.query else (SQLITE_BUSY_TIMEOUT, *SQLITE_PRAGMAS)
     wait = lock_wait(url)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 
 from gatecfg.membership import Baseline
 from gatecfg.store.tables import carries, coordinates, metric_points, run_coordinates, runs, shifts
@@ -158,6 +158,51 @@ def sqlite_points(
             FINITE,
         )
         .order_by(run_coordinates.c.coordinate_pk, run_coordinates.c.run_pk, metric_points.c.step)
+    )
+
+
+def packed_points(*, steps: bool, values: bool, some_steps: bool) -> sa.Select[Any]:
+    """PostgreSQL: per (coordinate_pk, run_pk) pair of the two array parameters, in their order, the pair
+    and its finite points' `steps` (int4send) and `values` (float8send), each packed in step order into one
+    bytea of big-endian numbers (NULL: none); `some_steps` only at the steps of the array `steps`.
+
+    An aggregate inside LATERAL is one index seek per pair on metric_points' primary key whatever the
+    statistics say: PostgreSQL cannot turn it into a join, so no estimate makes it scan the table (a plain
+    join of the pairs, or a LATERAL without the aggregate, which it flattens into one, became a parallel
+    scan of every point once the table was analyzed). Packed, a pair is one row of two columns, which the
+    driver hands over as bytes for numpy to read: no sort of the points, no tuple per point.
+    """
+    chosen = (
+        sa.func.unnest(
+            sa.bindparam("coordinate_pks", type_=postgresql.ARRAY(sa.Integer)),
+            sa.bindparam("run_pks", type_=postgresql.ARRAY(sa.Integer)),
+        )
+        .table_valued("coordinate_pk", "run_pk", with_ordinality="n")
+        .render_derived(name="chosen")
+    )
+    # string_agg(bytes, '' ORDER BY step): the ORDER BY goes with the last argument.
+    in_order = postgresql.aggregate_order_by(sa.literal(b"", sa.LargeBinary), metric_points.c.step)
+    step_bytes = sa.func.int4send(metric_points.c.step, type_=sa.LargeBinary)
+    value_bytes = sa.func.float8send(metric_points.c.value, type_=sa.LargeBinary)
+    packed = [
+        sa.func.string_agg(sent, in_order, type_=sa.LargeBinary).label(name)
+        for wanted, sent, name in ((steps, step_bytes, "steps"), (values, value_bytes, "values"))
+        if wanted
+    ]
+    inner = sa.select(*packed).where(
+        metric_points.c.coordinate_pk == chosen.c.coordinate_pk,
+        metric_points.c.run_pk == chosen.c.run_pk,
+        FINITE,
+    )
+    if some_steps:
+        inner = inner.where(
+            metric_points.c.step == sa.func.any(sa.bindparam("steps", type_=postgresql.ARRAY(sa.Integer)))
+        )
+    lateral = inner.lateral("packed")
+    return (
+        sa.select(chosen.c.coordinate_pk, chosen.c.run_pk, *lateral.c)
+        .select_from(chosen.join(lateral, sa.true()))
+        .order_by(chosen.c.n)
     )
 
 

@@ -35,9 +35,9 @@ from gatecfg.store.engine import (
     CONNECT_HINT,
     SQLITE_CONNECT_HINT,
     WRITE,
-    create_engine,
     parse_url,
     redact,
+    shared_engine,
     store_errors,
 )
 from gatecfg.store.facts import SCHEMA_REVISION, STORE_HINT, VERSION_TABLE
@@ -71,9 +71,10 @@ BULK_CACHE_KIB = -32_768
 class Store(StoreReads):
     """A history store. Open with `Store.open(url)`; use as a context manager or call `close()`."""
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, *, kept: bool = False) -> None:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
+        self._kept = kept  # the process's engine for this URL (`shared_engine`): close leaves it open
         self.url = url
 
     @classmethod
@@ -92,7 +93,8 @@ class Store(StoreReads):
         parsed = parse_url(url)
         if (check_schema and not create) or exists:
             _require_file(parsed)
-        store = cls(create_engine(parsed), redact(parsed))
+        engine, kept = shared_engine(parsed)
+        store = cls(engine, redact(parsed), kept=kept)
         try:
             current = store._current_revision()
             if check_schema and current != SCHEMA_REVISION:
@@ -103,7 +105,8 @@ class Store(StoreReads):
         return store
 
     def close(self) -> None:
-        self._engine.dispose()
+        if not self._kept:
+            self._engine.dispose()
 
     def __enter__(self) -> Self:
         return self

@@ -22,13 +22,42 @@ T = TypeVar("T")
 Values = dict[int, list[float]]
 # Well under SQLite's bound-parameter limit (32,766 since 3.32, 999 before) for IN lists.
 IN_CHUNK = 500
-# Points one statement reads at most: PostgreSQL sorts them in its default work_mem (4 MB) rather than on
-# disk (800,000 in one statement spilled 23 MB and took 1.1 s), and this process holds few rows at a time.
+# Points one statement reads at most: as a tuple each (SQLite), so that this process holds few of them at
+# a time; packed per pair (PostgreSQL, `statements.packed_points`), where the driver holds a result as hex
+# text, 16 bytes a point: 32 MB, the window of 50 nightlies of 40 gates x 1,000 steps in one statement.
 ROWS_PER_STATEMENT = 50_000
+PACKED_PER_STATEMENT = 2_000_000
 
+Pair = tuple[int, int]  # (coordinate_pk, run_pk)
 # The finite points of (coordinate_pk, run_pk) pairs in primary-key order, as driver tuples: with
 # `steps`, (coordinate_pk, run_pk, step) rows; without, (value,) rows.
-PointRows = Callable[[bool, Sequence[tuple[int, int]]], Iterable[Sequence[Any]]]
+PointRows = Callable[[bool, Sequence[Pair]], Iterable[Sequence[Any]]]
+
+
+@dataclass(frozen=True)
+class PointReads:
+    """How a reader fetches the finite points of (coordinate_pk, run_pk) pairs: `steps`, each pair's steps
+    in ascending order; `values`, the values of the given pairs in that order, each pair's by step, as one
+    array; at most `per_statement` values in one statement."""
+
+    steps: Callable[[Sequence[Pair]], Mapping[Pair, list[int]]]
+    values: Callable[[Sequence[Pair]], np.ndarray]
+    per_statement: int
+
+    @classmethod
+    def of_rows(cls, rows: PointRows) -> PointReads:
+        """The reads of a reader that hands over one driver tuple per point (`PointRows`)."""
+
+        def steps(pairs: Sequence[Pair]) -> dict[Pair, list[int]]:
+            found: dict[Pair, list[int]] = {}
+            for coordinate_pk, run_pk, step in rows(True, pairs):
+                found.setdefault((coordinate_pk, run_pk), []).append(step)
+            return found
+
+        def values(pairs: Sequence[Pair]) -> np.ndarray:
+            return np.fromiter(chain.from_iterable(rows(False, pairs)), np.float64)
+
+        return cls(steps, values, ROWS_PER_STATEMENT)
 
 
 @dataclass(frozen=True)
@@ -135,14 +164,15 @@ def max_pairs(dialect: str) -> int:
     return 10_000
 
 
-def chunk_points(rows: PointRows, chunk: Sequence[tuple[str, WindowRuns]]) -> dict[str, Window] | None:
+def chunk_points(reads: PointReads, chunk: Sequence[tuple[str, WindowRuns]]) -> dict[str, Window] | None:
     """Per coordinate, the finite values of its window's runs by step, newest first; None when the store
     holds points that no steps digest accounts for (written by something other than gatecfg), which must be
     read step by step.
 
     800,000 baseline values (40 gates x 1,000 steps x window 20) made as many SQLAlchemy Row objects, and
-    grouping them by step cost more than the database did. So the values come as one column straight from
-    the driver's cursor, in primary-key order (coordinate, run, step), which the join walks without sorting.
+    grouping them by step cost more than the database did. So the values come as one array (`reads`: one
+    column straight from the driver's cursor in primary-key order on SQLite, packed per pair on
+    PostgreSQL).
     A first, small query reads the steps of one run per steps digest: runs with one digest hold finite
     values at the same steps (Store.write_run writes a run's points and its digest together, and nothing
     changes them after), so the step lists say which value is which. Where every run of a window has one
@@ -152,16 +182,11 @@ def chunk_points(rows: PointRows, chunk: Sequence[tuple[str, WindowRuns]]) -> di
     representative: dict[tuple[int, str], tuple[int, int]] = {}
     for pair, digest in digest_of.items():
         representative.setdefault((pair[0], digest), pair)
-    steps_by_run: dict[tuple[int, int], list[int]] = {}
-    if representative:
-        for coordinate_pk, run_pk, step in rows(True, list(representative.values())):
-            steps_by_run.setdefault((coordinate_pk, run_pk), []).append(step)
+    steps_by_run = reads.steps(list(representative.values())) if representative else {}
     steps_of = {key: steps_by_run.get(pair, []) for key, pair in representative.items()}
     pairs = sorted(digest_of)
     lengths = [len(steps_of[(pair[0], digest_of[pair])]) for pair in pairs]
-    parts = [
-        np.fromiter(chain.from_iterable(rows(False, part)), np.float64) for part in _by_rows(pairs, lengths)
-    ]
+    parts = [reads.values(part) for part in _by_rows(pairs, lengths, reads.per_statement)]
     values = np.concatenate(parts) if parts else np.empty(0)
     if len(values) != sum(lengths):
         return None
@@ -192,11 +217,11 @@ def window_of(by_step: Mapping[int, Sequence[float]]) -> Window:
     return Window.from_lists(by_step) or Window.from_runs([], np.empty((0, 0)))
 
 
-def _by_rows(pairs: Sequence[tuple[int, int]], rows: Sequence[int]) -> Iterator[Sequence[tuple[int, int]]]:
-    """Consecutive runs of `pairs` that hold at most ROWS_PER_STATEMENT points between them (or one pair)."""
+def _by_rows(pairs: Sequence[Pair], rows: Sequence[int], limit: int) -> Iterator[Sequence[Pair]]:
+    """Consecutive runs of `pairs` that hold at most `limit` points between them (or one pair)."""
     start, total = 0, 0
     for end, count in enumerate(rows):
-        if total and total + count > ROWS_PER_STATEMENT:
+        if total and total + count > limit:
             yield pairs[start:end]
             start, total = end, 0
         total += count
