@@ -22,8 +22,12 @@ BAD = "test: tests/{name}_bad_ci.py\ngates:\n  eval/score:\n"
 TREES = ("gates", "ci/gates")
 
 
-def try_repo(repo: Path) -> subprocess.CompletedProcess[str]:
+HOOK_ENV_MB = 40  # what the hook's environment may weigh: the core install only (docs/pre-commit.md)
+
+
+def try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRE_COMMIT", "GATECFG_"))}
+    env["PRE_COMMIT_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "gatecfg-lint", "--all-files"],
         cwd=repo,
@@ -52,14 +56,21 @@ def test_the_hook_resolves_each_tree_and_reports_each_error_once(tmp_path: Path)
         name = tree.replace("/", "_")
         write(repo, {f"{tree}/base.yaml": BASE, f"{tree}/team/one_liner.yaml": GOOD.format(name=name)})
 
-    clean = try_repo(repo)
+    clean = try_repo(repo, tmp_path / "pre-commit")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "gatecfg lint" in clean.stdout
     assert "Passed" in clean.stdout
+    [environment] = (tmp_path / "pre-commit").glob("repo*/py_env-*")
+    size = sum(f.stat().st_size for f in environment.rglob("*") if f.is_file() and not f.is_symlink())
+    assert size < HOOK_ENV_MB * 1e6, f"the hook's environment is {size / 1e6:.0f} MB"
+    installed = {
+        p.name.split("-")[0].lower() for p in environment.glob("lib/python*/site-packages/*.dist-info")
+    }
+    assert not installed & {"numpy", "sqlalchemy", "alembic", "orjson", "rich"}
 
     for tree in TREES:
         write(repo, {f"{tree}/team/bad.yaml": BAD.format(name=tree.replace("/", "_"))})
-    broken = try_repo(repo)
+    broken = try_repo(repo, tmp_path / "pre-commit")
     assert broken.returncode == 1, broken.stdout + broken.stderr
     errors = [line for line in broken.stdout.splitlines() if ": error: " in line]
     assert errors == [
