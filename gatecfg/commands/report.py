@@ -106,7 +106,6 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
         by_series.setdefault(row.run.series_key, []).append(row)
     if not by_series:
         by_series[series_key(test.test)] = []
-    histories = {g.metric: store.history(test=test.test, metric=g.metric) for g in test.gates}
     series_views: list[SeriesView] = []
     for number, (series, rows) in enumerate(sorted(by_series.items())):
         estimates = current_estimates(store, test, series)
@@ -114,8 +113,9 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
         gates = [
             _gate_view(
                 gate,
+                # One gate's history at a time: a long one is 300,000 values a gate.
                 nights_of(
-                    [h for h in histories[gate.metric] if h.coordinate.series_key == series], gate.steps_key
+                    store.history(test=test.test, metric=gate.metric, series_key=series), gate.steps_key
                 ),
                 latest,
                 estimates.get(gate.metric),
