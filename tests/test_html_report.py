@@ -27,10 +27,15 @@ needs_browser = pytest.mark.skipif(
 )
 
 # Appended to a copy of a page by the test only: once everything loaded, each chart records the size the
-# browser laid it out at and whether its image decoded (an interactive chart is a canvas).
+# browser laid it out at and whether its image decoded (an interactive chart is a canvas, drawn when it
+# comes near the window: each is scrolled to and waited for).
 PROBE = """<script>
-window.addEventListener("load", () => {
+window.addEventListener("load", async () => {
   for (const figure of document.querySelectorAll("figure.gate-plot")) {
+    figure.scrollIntoView();
+    for (let i = 0; i < 50 && figure.querySelector(".gate-chart:not([data-ready])"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     const chart = figure.querySelector(".gate-chart canvas, img");
     const box = chart ? chart.getBoundingClientRect() : { width: 0, height: 0 };
     const decoded = !chart || chart.tagName !== "IMG" || (chart.complete && chart.naturalWidth > 0);
@@ -69,7 +74,15 @@ def _render(page: Path) -> str:
     probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
     assert BROWSER is not None
     done = subprocess.run(
-        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probe.as_uri()],
+        [
+            BROWSER,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -208,7 +221,10 @@ def test_a_drift_is_drawn_as_a_slope_and_labelled_with_its_kind() -> None:
 # --------------------------------------------------------------------------- curves over steps (issue 26)
 
 CURVE_PROBE = """<script>
-window.addEventListener("load", () => {
+window.addEventListener("load", async () => {
+  while (!document.querySelector("figure.gate-plot .gate-chart.curve canvas")) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   const curve = document.querySelector("figure.gate-plot .gate-chart.curve canvas");
   const box = curve.getBoundingClientRect();
   const edges = [box.left, box.top, box.width, box.height].map(Math.round);
@@ -258,7 +274,8 @@ def test_chromium_draws_the_failing_steps_on_the_curve(moved: Path, tmp_path: Pa
     assert BROWSER is not None
     size = "--window-size=1400,1600"
     dom = subprocess.run(
-        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", size, "--dump-dom", probe.as_uri()],
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", size, "--virtual-time-budget=10000",
+         "--dump-dom", probe.as_uri()],
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -268,7 +285,7 @@ def test_chromium_draws_the_failing_steps_on_the_curve(moved: Path, tmp_path: Pa
     shot = tmp_path / "page.png"
     done = subprocess.run(
         [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", size, "--hide-scrollbars",
-         f"--screenshot={shot}", moved.as_uri()],
+         "--virtual-time-budget=10000", f"--screenshot={shot}", moved.as_uri()],
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -443,6 +460,8 @@ window.addEventListener("load", async () => {
   const result = {};
   const figure = document.querySelector('figure[data-metric="METRIC"]');
   const host = figure.querySelector('.gate-chart[data-kind="nights"]');
+  host.scrollIntoView();  // a chart is drawn when it comes near the window
+  while (!host.gatecfgChart) await tick();
   const u = host.gatecfgChart;
   const box = u.over.getBoundingClientRect();
   const at = (i) => [box.left + u.valToPos(u.data[0][i], "x"), box.top + box.height / 2];

@@ -36,7 +36,7 @@ figure.gate-plot .charts > svg, figure.gate-plot .charts > img { flex: 1 1 600px
 figcaption { color: #555; font-size: 13px; }
 .muted { color: #777; }
 .chart-box { flex: 1 1 600px; min-width: 0; }
-.gate-chart { position: relative; }
+.gate-chart { position: relative; min-height: 350px; }  /* its place, before it is drawn */
 .gate-chart .u-title { font-size: 14px; font-weight: 600; text-align: left; padding-left: 8px; }
 .gate-chart .tip { position: absolute; z-index: 10; pointer-events: none; background: #fff; color: #1c1c1c;
   border: 1px solid #bbb; border-radius: 4px; padding: 6px 8px; font-size: 13px; line-height: 1.35;

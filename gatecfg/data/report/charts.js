@@ -200,5 +200,13 @@
     host.setAttribute("data-ready", "true");
   }
 
-  for (const host of document.querySelectorAll(".gate-chart")) chart(host);
+  // The charts in the window are drawn at once, the others one per task after them: a page of 80 charts
+  // over 1,000 steps opens at once and stays responsive while the rest are drawn.
+  const later = [];
+  for (const host of document.querySelectorAll(".gate-chart")) {
+    if (host.getBoundingClientRect().top < window.innerHeight + 200) chart(host);
+    else later.push(host);
+  }
+  const next = () => { if (later.length) { chart(later.shift()); setTimeout(next, 0); } };
+  setTimeout(next, 0);
 })();
