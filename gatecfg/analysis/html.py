@@ -31,8 +31,8 @@ code { font-size: 12px; }
 .cold { background: #e3f2fd; color: #0d47a1; } .tracked, .none { background: #f5f5f5; color: #555; }
 figure.gate-plot { margin: 8px 0 28px; }
 figure.gate-plot .charts { display: flex; flex-wrap: wrap; gap: 8px; }
-figure.gate-plot svg, figure.gate-plot img { max-width: 100%; height: auto; }
-figure.gate-plot .charts > svg, figure.gate-plot .charts > img { flex: 1 1 600px; min-width: 0; }
+figure.gate-plot img { max-width: 100%; height: auto; }
+figure.gate-plot .charts > img { flex: 0 1 900px; min-width: 0; }  /* drawn for 900 px */
 figcaption { color: #555; font-size: 13px; }
 .muted { color: #777; }
 .chart-box { flex: 1 1 600px; min-width: 0; }

@@ -139,7 +139,7 @@ def curve_chart(curve: Curve, run: int) -> str:
     key = [("value", "latest run"), ("ref", "reference (usual value)")]
     key += [_band_key(any(sd is not None for sd in curve.sds), drawn)]
     key += [("lone", bands.lone_label(drawn, low, high))] if spec["lone"] else []
-    key += [("failed", "failing step")] if any(spec["failed"]) else []
+    key += [("out", "failing step")] if any(spec["failed"]) else []  # a red dot, as drawn
     return _markup(spec, key, css="curve")
 
 
