@@ -4,6 +4,7 @@ errors into exit codes. The shared options and argument types are in `cli_args`.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import sys
@@ -38,6 +39,7 @@ from gatecfg.cli_commands import (
 )
 from gatecfg.errors import EXIT_BROKEN_PIPE, EXIT_BUG, GatecfgError, InputError, StoreError, format_problems
 from gatecfg.escape import terminal
+from gatecfg.extras import missing_extra
 from gatecfg.settings import gates_root
 
 # In the order `gatecfg --help` lists them; `trust` registers `untrust` and `trust`.
@@ -101,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is None:
             build_parser().print_help(sys.stderr)
             raise InputError.at("gatecfg", "choose a command", hint="`gatecfg COMMAND --help` explains one")
-        return handler(args)
+        return _run(handler, args)
     except GatecfgError as exc:
         problems = exc.worded(ARGUMENTS)
         if fmt == "github":
@@ -116,6 +118,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except Exception as exc:  # the boundary: anything else is a bug, not a verdict on the run
         return _bug(exc, debug=debug)
+
+
+def _run(handler: Handler, args: argparse.Namespace) -> int:
+    """The command, with an ImportError of a module an extra provides (`gatecfg[store]` where only the
+    core is installed, as in the pre-commit hook's environment) worded as the extra to install."""
+    try:
+        return handler(args)
+    except ImportError as exc:
+        needed = missing_extra(exc, "gatecfg " + handler.__module__.rsplit(".", 1)[-1].rstrip("_"))
+        if needed is None:
+            raise
+        raise needed from None
 
 
 def run() -> NoReturn:

@@ -59,6 +59,26 @@ class Standing(NamedTuple):
     why: In | Out
 
 
+# How `history`'s baseline column and the report's hover say a standing: what a person acts on, short
+# enough for an 80-column table.
+MARKS: dict[In | Out, str] = {
+    "passed": "in",
+    "nightly": "in",
+    "rejoined": "in (rejoined)",
+    "accepted shift": "in (shift)",
+    "trusted by hand": "in (by hand)",
+    "failed": "OUT (failed)",
+    "run failed": "OUT (run failed)",
+    "untrusted by hand": "OUT (by hand)",
+    "before shift": "OUT (pre-shift)",
+}
+
+
+def mark(found: Standing) -> str:
+    """Whether a value is in its gate's baseline and why, in the words `history` and the report show."""
+    return MARKS[found.why]
+
+
 def standing(facts: Facts, baseline: Baseline) -> Standing:
     """Whether the row's values join the coordinate's baseline under `policy.baseline`, and why.
 

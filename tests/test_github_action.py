@@ -377,13 +377,15 @@ def test_the_action_installs_gatecfg_once_per_job_and_says_what(tmp_path: Path) 
         return result.stdout
 
     first = use("postgres")
-    assert f"Installing gatecfg {gatecfg.__version__} with extras postgres from {REPO}" in first
+    assert f"Installing gatecfg {gatecfg.__version__} with extras postgres,store from {REPO}" in first
     second = use("postgres")
-    assert f"gatecfg {gatecfg.__version__} (extras: postgres) is installed in this job already" in second
+    assert (
+        f"gatecfg {gatecfg.__version__} (extras: postgres,store) is installed in this job already" in second
+    )
     third = use("tensorboard, postgres")
-    assert "with extras postgres,tensorboard" in third
+    assert "with extras postgres,store,tensorboard" in third
     fourth = use("")
     assert "is installed in this job already" in fourth
     installs = log.read_text().splitlines()
     assert len(installs) == 2
-    assert installs[1].endswith(f"{REPO}[postgres,tensorboard]")
+    assert installs[1].endswith(f"{REPO}[postgres,store,tensorboard]")

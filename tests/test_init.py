@@ -221,6 +221,25 @@ def test_a_remote_pre_commit_entry_needs_its_repo_and_rev(repo: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("rev", ["main", "stable", "HEAD"])
+def test_a_remote_pre_commit_entry_is_never_pinned_to_a_branch(repo: Path, rev: str) -> None:
+    result = run_cli("init", "--pre-commit-repo", "https://github.com/acme/gatecfg", "--pre-commit-rev", rev)
+    assert (result.code, result.out) == (2, "")
+    assert result.err.splitlines() == [
+        f'--pre-commit-rev: error: "{rev}" looks like a branch: pre-commit installs a hook once per rev, '
+        "so the hook would not follow it",
+        "  hint: pin a release tag (v0.1.0) or a full commit hash (docs/install.md, Releases)",
+    ]
+    assert not (repo / "gates").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("rev", ["v0.1.0", "0.1.0", "3f2a9c1e" * 5])
+def test_a_remote_pre_commit_entry_takes_a_release_tag_or_a_commit(repo: Path, rev: str) -> None:
+    result = run_cli("init", "--pre-commit-repo", "https://github.com/acme/gatecfg", "--pre-commit-rev", rev)
+    assert result.code == 0, result.err
+    assert f"rev: {rev}" in result.out or f'rev: "{rev}"' in result.out
+
+
 @pytest.mark.skipif(shutil.which("pre-commit") is None, reason="pre-commit is not installed")
 def test_the_written_pre_commit_config_runs_as_written(repo: Path, tmp_path: Path) -> None:
     assert run_cli("init", "--test", TEST, "--write-ci", "--install", PINNED).code == 0

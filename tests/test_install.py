@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, run_cli
 
-from gatecfg.cli import SCHEMA_NAMES
+from gatecfg.cli_commands.schema import SCHEMA_NAMES
 from gatecfg.commands.schema import SCHEMAS
 from gatecfg.yamlio import load_yaml
 
@@ -102,6 +102,11 @@ def test_the_wheel_carries_the_package_data(tmp_path: Path) -> None:
         "gatecfg/data/demo/gates/megatron/test_kimi_k3_4layer_ci.yaml",
         "gatecfg/data/demo/records/pr/kimi_k3_4layer_regressed.jsonl",
         "gatecfg/store/migrations/versions/0001_initial.py",
+        # the report's charts, inline in every test page (the page fetches nothing), with uPlot's licence
+        "gatecfg/data/report/uPlot.iife.min.js",
+        "gatecfg/data/report/uPlot.min.css",
+        "gatecfg/data/report/uPlot.LICENSE",
+        "gatecfg/data/report/charts.js",
     } <= names
     assert len([n for n in names if n.startswith("gatecfg/data/demo/records/nightly/")]) == 20
     assert "gatecfg/data/demo/generate.py" not in names

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,71 @@ def test_analytics_command_without_the_extra_names_it(
         f"{command}: error: needs the `analytics` extra, which is not installed (missing: ruptures)",
         "  hint: pip install 'gatecfg[analytics]'",
     ]
+
+
+# `gatecfg ARGS` where the `store` extra's packages cannot be imported, as where only the core is
+# installed (the pre-commit hook's environment).
+CORE_ONLY = """
+import sys
+from gatecfg.extras import EXTRAS
+class CoreOnly:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in EXTRAS["store"]:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, CoreOnly())
+from gatecfg.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def core_only(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CORE_ONLY, *args],
+        cwd=cwd, env=subprocess_env(), capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+
+
+def test_the_core_install_is_what_lint_needs_and_no_more() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[ <>=;\[]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert core == {"pydantic", "ruamel.yaml", "ruamel.yaml.clib"}
+    for extra, needs in project["optional-dependencies"].items():
+        if extra not in ("store", "dev"):
+            assert "gatecfg[store]" in needs, extra  # every other extra gives the commands it serves
+
+
+def test_lint_runs_where_only_the_core_is_installed(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    done = core_only(root, "lint", "gates/")
+    assert done.returncode == 0, done.stderr
+    assert "files checked" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        pytest.param(["evaluate", "--test", GSM8K, "--record", "r.jsonl"], "gatecfg evaluate", id="evaluate"),
+        pytest.param(["history", "--test", "t", "--metric", "m"], "gatecfg history", id="history"),
+        pytest.param(["demo"], "gatecfg demo", id="demo"),
+    ],
+)
+def test_a_store_command_where_only_the_core_is_installed_names_the_extra(
+    tmp_path: Path, args: list[str], command: str
+) -> None:
+    root = make_repo(tmp_path / "repo")
+    gsm8k_record(root / "r.jsonl", 0.61)
+    done = core_only(root, *args)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    first, hint = done.stderr.splitlines()
+    found = re.fullmatch(
+        rf"{command}: error: needs the `store` extra, which is not installed \(missing: (\w+)\)", first
+    )
+    assert found is not None, first
+    assert found.group(1) in ("numpy", "sqlalchemy", "alembic", "rich", "orjson")
+    assert hint == "  hint: pip install 'gatecfg[store]'"
 
 
 # `python -m gatecfg ARGS` with an exit handler that says whether the interpreter's teardown ran.

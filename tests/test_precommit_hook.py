@@ -68,3 +68,39 @@ def test_the_hook_resolves_each_tree_and_reports_each_error_once(tmp_path: Path)
         for tree in sorted(TREES)
     ]
     assert "gatecfg lint: 6 files checked, 2 errors" in broken.stdout
+
+
+HOOK_ENV_MB = 40  # what the hook's environment may weigh: the core install only (docs/pre-commit.md)
+STORE_PACKAGES = {"numpy", "sqlalchemy", "alembic", "orjson", "rich"}
+
+
+@pytest.mark.slow
+def test_the_hooks_environment_is_the_core_install_under_40_mb(tmp_path: Path) -> None:
+    """As another repository installs it: pinned to this checkout's commit (what `rev:` names; try-repo
+    removes its environment when it is done, so it cannot be weighed)."""
+    head = ["git", "-C", str(REPO), "rev-parse", "HEAD"]
+    commit = subprocess.run(head, capture_output=True, text=True, check=False)
+    if commit.returncode != 0:
+        pytest.skip("the checkout is not a git repository")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    config = (
+        f"repos:\n  - repo: {REPO}\n    rev: {commit.stdout.strip()}\n    hooks:\n      - id: gatecfg-lint\n"
+    )
+    write(repo, {".pre-commit-config.yaml": config, "gates/base.yaml": BASE})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRE_COMMIT", "GATECFG_"))}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit")
+    done = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "install-hooks"],
+        cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [environment] = (tmp_path / "pre-commit").glob("repo*/py_env-*")
+    size = sum(f.stat().st_size for f in environment.rglob("*") if f.is_file() and not f.is_symlink())
+    assert size < HOOK_ENV_MB * 1e6, f"the hook's environment is {size / 1e6:.0f} MB"
+    installed = {
+        d.name.split("-")[0].lower() for d in environment.glob("lib/python*/site-packages/*.dist-info")
+    }
+    assert "pydantic" in installed
+    assert not installed & STORE_PACKAGES

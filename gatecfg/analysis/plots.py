@@ -1,5 +1,6 @@
-"""One chart per gate: the nightly values, the band each was judged against, limits, regimes, trust;
-and for a gate over many steps, the latest run's curve over its steps on each step's band.
+"""One chart per gate as a static image (`report --png`): the nightly values, the band each sits in
+(gatecfg.analysis.bands), limits, regimes, trust; and for a gate over many steps, the latest run's curve
+over its steps on each step's band. The interactive page draws the same from gatecfg.analysis.interactive.
 
 matplotlib with the Agg backend (no display needed on a CI runner), rendered to inline SVG or to PNG.
 The SVG keeps its text as text and carries no timestamp, and its internal ids are salted with the
@@ -12,19 +13,20 @@ from __future__ import annotations
 import io
 import math
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gatecfg.analysis import bands
 from gatecfg.analysis.regimes import Regimes
 from gatecfg.analysis.series import Night
 from gatecfg.escape import mathtext_label
+from gatecfg.store import Status
 
 Kind = Literal["svg", "png"]
-# The largest magnitude on an axis: matplotlib's tick arithmetic overflows much beyond it.
-PLOTTABLE = sys.float_info.max / 64
+# Drawn at 900 x 340 px and shown at that size: 11 px text at 100% zoom, 10 px at the least.
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 3.4, 100
+FONT, SMALL = 11, 10
 SHORT_SHA = 7
 PROLOG = re.compile(r"\A.*?(?=<svg)", re.DOTALL)
 COLORS = {
@@ -33,6 +35,7 @@ COLORS = {
     "untrusted_by_hand": "#7f7f7f",
     "ref": "#2e7d32",
     "band": "#a5d6a7",
+    "lone": "#e57373",
     "limit": "#c0392b",
     "regime": "#eceff1",
     "model": "#6a1b9a",
@@ -50,8 +53,8 @@ class Chart:
 
 @dataclass(frozen=True)
 class Curve:
-    """The latest run of a gate over all its steps: each step's value, the band it was judged against
-    (a budget gate's: its usual value and the edges at which it fails alone), and whether it failed."""
+    """The latest run of a gate over all its steps: each step's value, the reference and edges it was
+    judged against, its spread where its rule gave one (a budget gate's), and whether it failed."""
 
     title: str
     salt: str
@@ -60,7 +63,12 @@ class Curve:
     refs: Sequence[float | None]
     los: Sequence[float | None]
     his: Sequence[float | None]
-    failing: Sequence[bool]
+    sds: Sequence[float | None]
+    statuses: Sequence[Status]
+
+    @property
+    def failing(self) -> list[bool]:
+        return [s in ("fail", "error") for s in self.statuses]
 
 
 def render(chart: Chart | Curve, kind: Kind) -> bytes:
@@ -72,7 +80,7 @@ def render(chart: Chart | Curve, kind: Kind) -> bytes:
 
     # Values near the float maximum overflow matplotlib's data-limit arithmetic, harmlessly.
     with (
-        matplotlib.rc_context({"svg.hashsalt": chart.salt, "svg.fonttype": "none", "font.size": 8}),
+        matplotlib.rc_context({"svg.hashsalt": chart.salt, "svg.fonttype": "none", "font.size": FONT}),
         np.errstate(over="ignore"),
     ):
         fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
@@ -96,7 +104,7 @@ def render(chart: Chart | Curve, kind: Kind) -> bytes:
 
 def _draw(ax: Any, chart: Chart) -> None:
     nights = [n for n in chart.nights if math.isfinite(n.value)]
-    ax.set_title(mathtext_label(chart.title), loc="left", fontsize=9)
+    ax.set_title(mathtext_label(chart.title), loc="left", fontsize=FONT)
     if not nights:
         ax.text(0.5, 0.5, "no stored values", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
@@ -104,23 +112,27 @@ def _draw(ax: Any, chart: Chart) -> None:
         return
     x = list(range(len(nights)))
     values = [n.value for n in nights]
-    low, high = _y_range(nights, chart.limits)
+    floor = bands.floor_of(values)
+    drawn = [bands.drawn(n.ref, n.lo, n.hi, n.sd, floor=floor) for n in nights]
+    low, high = bands.view(
+        [*values, *chart.limits.values(), *(e for d in drawn for e in (d.lo, d.hi))], floor=floor
+    )
     _shade_regimes(ax, chart, nights, high)
-    lo = [low if n.lo is None else n.lo for n in nights]
-    hi = [high if n.hi is None else n.hi for n in nights]
-    judged = [n.ref is not None and (n.lo is not None or n.hi is not None) for n in nights]
+    judged = [d.lo is not None for d in drawn]
     if any(judged):
+        noise = any(n.sd is not None for n in nights)
         ax.fill_between(
             x,
-            lo,
-            hi,
+            [max(low, d.lo) if d.lo is not None else low for d in drawn],
+            [min(high, d.hi) if d.hi is not None else high for d in drawn],
             where=judged,
             step="mid",
             color=COLORS["band"],
             alpha=0.5,
             lw=0,
-            label="band when judged",
+            label=f"normal noise (±{bands.NOISE_SPREADS:g} spreads)" if noise else "band when judged",
         )
+    _lone_edges(ax, x, drawn, low, high, drawstyle="steps-mid")
     refs = [math.nan if n.ref is None else n.ref for n in nights]
     if any(n.ref is not None for n in nights):
         ax.plot(x, refs, color=COLORS["ref"], lw=1, ls="--", drawstyle="steps-mid", label="reference")
@@ -169,33 +181,39 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.set_xlim(-0.5, len(nights) - 0.5)
     _date_ticks(ax, nights)
     ax.grid(axis="y", lw=0.3, alpha=0.6)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL, frameon=False)
 
 
 def _draw_curve(ax: Any, curve: Curve) -> None:
-    ax.set_title(mathtext_label(curve.title), loc="left", fontsize=9)
+    ax.set_title(mathtext_label(curve.title), loc="left", fontsize=FONT)
     x = list(curve.steps)
     values = [math.nan if not math.isfinite(v) else v for v in curve.values]
-    shown = [v for v in values if math.isfinite(v)]
-    shown += [e for e in (*curve.los, *curve.his) if e is not None and math.isfinite(e)]
-    if not shown:
+    floor = bands.floor_of(values)
+    drawn = [
+        bands.drawn(r, lo, hi, sd, floor=floor)
+        for r, lo, hi, sd in zip(curve.refs, curve.los, curve.his, curve.sds, strict=True)
+    ]
+    shown = [*values, *(r for r in curve.refs), *(e for d in drawn for e in (d.lo, d.hi))]
+    if not any(v is not None and math.isfinite(v) for v in shown):
         ax.text(0.5, 0.5, "no stored values", ha="center", va="center", transform=ax.transAxes)
         return
-    low, high = _padded(min(shown), max(shown))
-    judged = [r is not None for r in curve.refs]
+    low, high = bands.view(shown, floor=floor)
+    judged = [d.lo is not None for d in drawn]
     if any(judged):
+        noise = any(sd is not None for sd in curve.sds)
         ax.fill_between(
             x,
-            [low if e is None else e for e in curve.los],
-            [high if e is None else e for e in curve.his],
+            [max(low, d.lo) if d.lo is not None else low for d in drawn],
+            [min(high, d.hi) if d.hi is not None else high for d in drawn],
             where=judged,
             color=COLORS["band"],
             alpha=0.5,
             lw=0,
-            label="band of each step",
+            label=f"normal noise (±{bands.NOISE_SPREADS:g} spreads)" if noise else "band of each step",
         )
         refs = [math.nan if r is None else r for r in curve.refs]
         ax.plot(x, refs, color=COLORS["ref"], lw=1, ls="--", label="reference (usual value)")
+    _lone_edges(ax, x, drawn, low, high, drawstyle="default")
     ax.plot(x, values, color=COLORS["value"], lw=1, label="latest run")
     failed = [i for i, f in enumerate(curve.failing) if f]
     if failed:
@@ -208,26 +226,23 @@ def _draw_curve(ax: Any, curve: Curve) -> None:
             zorder=5,
         )
     ax.set_ylim(low, high)
-    ax.set_xlabel("step", fontsize=7)
+    ax.set_xlabel("step", fontsize=SMALL)
     ax.grid(axis="y", lw=0.3, alpha=0.6)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL, frameon=False)
 
 
-def _y_range(nights: Sequence[Night], limits: Mapping[str, float]) -> tuple[float, float]:
-    """Values, limits and finite band edges in view, with a margin; an open band side runs to the edge."""
-    points = [n.value for n in nights] + list(limits.values())
-    points += [e for n in nights for e in (n.lo, n.hi) if e is not None and math.isfinite(e)]
-    return _padded(min(points), max(points))
-
-
-def _padded(low: float, high: float) -> tuple[float, float]:
-    """`low` to `high` with a margin, within the range matplotlib can place ticks in: values nearer the
-    float maximum (a diverged run at 1.8e308) are drawn at the chart's edge."""
-    margin = (high / 2 - low / 2) * 0.16 or abs(high) * 0.05 or 1.0
-    low, high = (min(max(x, -PLOTTABLE), PLOTTABLE) for x in (low - margin, high + margin))
-    if low == high:  # everything beyond the drawable range, on one side
-        return (PLOTTABLE / 2, PLOTTABLE) if high > 0 else (-PLOTTABLE, -PLOTTABLE / 2)
-    return low, high
+def _lone_edges(
+    ax: Any, x: Sequence[int], drawn: Sequence[bands.Drawn], low: float, high: float, *, drawstyle: str
+) -> None:
+    """A budget gate's lone-step edges as thin dotted lines where they fall in the view (they never set
+    it); the legend says how far out they are when none does."""
+    label = bands.lone_label(drawn, low, high)
+    for line in ([d.lone_lo for d in drawn], [d.lone_hi for d in drawn]):
+        if all(e is None for e in line):
+            continue
+        y = [math.nan if e is None else e for e in line]
+        ax.plot(x, y, color=COLORS["lone"], lw=0.8, ls=":", drawstyle=drawstyle, label=label)
+        label = "_nolegend_"  # one legend entry for both sides
 
 
 def _shade_regimes(ax: Any, chart: Chart, nights: Sequence[Night], top: float) -> None:
@@ -259,7 +274,7 @@ def _shade_regimes(ax: Any, chart: Chart, nights: Sequence[Night], top: float) -
             if regime.kind != "level":
                 label += f" {regime.kind}"
             ax.axvline(start - 0.5, color="#90a4ae", lw=0.6, zorder=1)
-            ax.text(start, top, f" {label}", fontsize=6, va="top", ha="left", color="#455a64", rotation=90)
+            ax.text(start, top, f" {label}", fontsize=SMALL, va="top", color="#455a64", rotation=90)
 
 
 def _date_ticks(ax: Any, nights: Sequence[Night]) -> None:
@@ -273,4 +288,4 @@ def _date_ticks(ax: Any, nights: Sequence[Night]) -> None:
     for i in ticks:
         labels.setdefault(f"{nights[i].created_at:{shape}}", i)
     ax.set_xticks(list(labels.values()))
-    ax.set_xticklabels(list(labels), fontsize=7)
+    ax.set_xticklabels(list(labels), fontsize=SMALL)

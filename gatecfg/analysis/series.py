@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gatecfg.errors import InputError, Location
+from gatecfg.membership import Standing
 from gatecfg.resolve import ResolvedGate, ResolvedTest
 from gatecfg.select import LAST_STEP, step_ranges
 from gatecfg.store import HistoryRow, Status
 from gatecfg.store.protocol import StoreReads
+
+PASSED = Standing(True, "passed")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Night:
     ref: float | None
     lo: float | None
     hi: float | None
+    sd: float | None = None  # the step's night-to-night spread where its rule gave one (a budget gate)
+    why: Standing = PASSED  # in its gate's baseline or out of it, and why
 
     @property
     def finite(self) -> bool:
@@ -58,6 +63,7 @@ def nights_of(rows: Sequence[HistoryRow], steps_key: str) -> dict[int, list[Nigh
         if row.coordinate.steps_key != steps_key:
             continue
         point = row.point
+        standing = row.standing()
         by_step.setdefault(point.step, []).append(
             Night(
                 run_id=row.run_id,
@@ -65,12 +71,14 @@ def nights_of(rows: Sequence[HistoryRow], steps_key: str) -> dict[int, list[Nigh
                 created_at=row.created_at,
                 value=point.value,
                 # As the gate's baseline reads the value (gatecfg.membership): trust is per gate.
-                trusted=row.standing().joins,
-                untrusted_by_hand=row.standing().why == "untrusted by hand",
+                trusted=standing.joins,
+                untrusted_by_hand=standing.why == "untrusted by hand",
                 status=point.status,
                 ref=point.ref,
                 lo=point.lo,
                 hi=point.hi,
+                sd=point.sd,
+                why=standing,
             )
         )
     return dict(sorted(by_step.items()))

@@ -14,14 +14,16 @@ def register(sub: SubParsers) -> None:
     p = add(
         sub,
         "report",
-        "Write a static HTML report: tests, gates, latest status, one plot per gate.",
+        "Write the HTML report: tests, gates, latest status, an interactive chart per gate.",
         "gatecfg report --html site/gatecfg --test tests/e2e/test_foo_ci.py",
         run,
     )
     p.add_argument("--html", required=True, type=Path, metavar="DIR", help="output folder (index.html)")
     gate_test_option(p, "only this test (default: every test with a gate file)")
     p.add_argument(
-        "--png", action="store_true", help="PNG plots in files beside the pages (default: inline SVG)"
+        "--png",
+        action="store_true",
+        help="static PNG charts in files beside the pages, no script (default: interactive charts, inline)",
     )
     gates_option(p)
     db_option(p)

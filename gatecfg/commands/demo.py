@@ -50,7 +50,7 @@ def _pr_gates(gates: Path, into: Path) -> Path:
 
 def demo(*, db_file: Path) -> int:
     """Everything the demo reads is package data (gatecfg/data/demo), unpacked beside `db_file`: the demo
-    runs from any folder after `pip install gatecfg`."""
+    runs from any folder after `pip install 'gatecfg[store]'`."""
     work = db_file.parent / "demo"
     bundled = resources.files("gatecfg") / "data" / "demo"
     gates = _unpack(bundled / "gates", work / "gates")

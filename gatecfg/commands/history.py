@@ -11,6 +11,7 @@ from gatecfg.commands.shifts import describe
 from gatecfg.errors import EXIT_OK, InputError
 from gatecfg.escape import terminal
 from gatecfg.keys import series_key
+from gatecfg.membership import mark
 from gatecfg.store import HistoryRow, Store
 from gatecfg.store.links import Carry
 from gatecfg.terminal import TextReport
@@ -153,7 +154,7 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
     table: list[list[str]] = []
     for row in rows:
         p = row.point
-        trust = baseline_mark(row)
+        trust = mark(row.standing())
         band = _band(p.ref, p.lo, p.hi, p.sd)
         table.append(
             [
@@ -175,25 +176,6 @@ def _table(rows: list[HistoryRow], limit: int | None) -> str:
     if limit is not None and len(rows) == limit:
         out.line(f"showing the newest {limit} values; --limit 0 shows all, --step S narrows to one step")
     return out.text().rstrip()
-
-
-# The baseline column's words: what a person acts on, short enough for an 80-column table.
-MARKS = {
-    "passed": "in",
-    "nightly": "in",
-    "rejoined": "in (rejoined)",
-    "accepted shift": "in (shift)",
-    "trusted by hand": "in (by hand)",
-    "failed": "OUT (failed)",
-    "run failed": "OUT (run failed)",
-    "untrusted by hand": "OUT (by hand)",
-    "before shift": "OUT (pre-shift)",
-}
-
-
-def baseline_mark(row: HistoryRow) -> str:
-    """Whether the value is in its gate's baseline and why, as the history table shows it."""
-    return MARKS[row.standing().why]
 
 
 def versus(value: float, ref: float | None, sd: float | None) -> str:

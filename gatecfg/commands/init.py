@@ -281,6 +281,15 @@ def _refuse(existing: list[Planned]) -> None:
 
 def _pre_commit(gates: Path, remote: PreCommitRemote | None) -> str:
     if remote is not None:
+        # pre-commit's own test for a mutable reference (a branch, a moving tag): it installs a hook once
+        # per `rev` and never again, so every machine would lint with whatever the branch held that day.
+        if "." not in remote.rev and not re.fullmatch(r"[0-9a-fA-F]+", remote.rev):
+            raise InputError.at(
+                "--pre-commit-rev",
+                f"{quoted(remote.rev)} looks like a branch: pre-commit installs a hook once per rev, so the "
+                "hook would not follow it",
+                hint="pin a release tag (v0.1.0) or a full commit hash (docs/install.md, Releases)",
+            )
         return PRE_COMMIT_REMOTE.format(repo=quoted(remote.repo), rev=quoted(remote.rev))
     files = "^" + re.escape(gates.as_posix().strip("/")) + r"/.*\.ya?ml$"
     return PRE_COMMIT_LOCAL.format(files=quoted(files))

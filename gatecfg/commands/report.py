@@ -1,4 +1,5 @@
-"""`gatecfg report --html DIR`: the static report of every test's gates, with a chart per gate."""
+"""`gatecfg report --html DIR`: the report of every test's gates, with an interactive chart per gate
+(static PNG charts with `--png`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from gatecfg import __version__, alerts_html
 from gatecfg.analysis.false_alarm import Estimate, current_estimates
 from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
+from gatecfg.analysis.interactive import RunIndex, curve_chart, nights_chart
 from gatecfg.analysis.plots import Chart, Curve, render
 from gatecfg.analysis.regimes import find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
@@ -98,29 +100,31 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
     slug = _slug(test.test)
     page = f"{PAGES}/{slug}.html"
     runs = list(reversed(store.runs(test=test.test)))
+    listed = ((r.run.run_id, r.run.commit, r.run.created_at, r.run.url) for r in runs)
+    index = None if png else RunIndex.of(listed)
     by_series: dict[str, list[RunRow]] = {}
     for row in runs:
         by_series.setdefault(row.run.series_key, []).append(row)
     if not by_series:
         by_series[series_key(test.test)] = []
-    histories = {g.metric: store.history(test=test.test, metric=g.metric) for g in test.gates}
     series_views: list[SeriesView] = []
-    for index, (series, rows) in enumerate(sorted(by_series.items())):
+    for number, (series, rows) in enumerate(sorted(by_series.items())):
         estimates = current_estimates(store, test, series)
         latest = rows[-1] if rows else None
         gates = [
             _gate_view(
                 gate,
+                # One gate's history at a time: a long one is 300,000 values a gate.
                 nights_of(
-                    [h for h in histories[gate.metric] if h.coordinate.series_key == series], gate.steps_key
+                    store.history(test=test.test, metric=gate.metric, series_key=series), gate.steps_key
                 ),
                 latest,
                 estimates.get(gate.metric),
                 writer,
-                anchor=f"s{index}-{_slug(gate.metric)}",
+                runs=index,
+                anchor=f"s{number}-{_slug(gate.metric)}",
                 image_dir=f"{PAGES}/{slug}",
                 salt=f"{series}|{gate.metric}|{gate.steps_key}",
-                png=png,
                 # The page charts every gate of every series: its regime columns are one scan of them.
                 coordinates=len(test.gates) * len(by_series),
             )
@@ -137,7 +141,7 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
                 gates=gates,
             )
         )
-    return TestView(test=test.test, file=test.file, page=page, series=series_views)
+    return TestView(test=test.test, file=test.file, page=page, series=series_views, runs=index)
 
 
 def _gate_view(
@@ -147,12 +151,13 @@ def _gate_view(
     estimate: Estimate | None,
     writer: _Writer,
     *,
+    runs: RunIndex | None,
     anchor: str,
     image_dir: str,
     salt: str,
-    png: bool,
     coordinates: int,
 ) -> GateView:
+    """The gate's view; its charts interactive against `runs`, or PNG files beside the page without."""
     latest_id = latest.run.run_id if latest else None
     # The latest run at each step of a gate over many steps: its curve is charted on each step's band.
     tonight = {step: n for step, ns in sorted(by_step.items()) for n in ns if n.run_id == latest_id}
@@ -174,13 +179,13 @@ def _gate_view(
         regimes=found,
         limits={} if gate.limits is None else gate.limits.literal(),
     )
-    if png:
+    if runs is None:
         name = f"{image_dir}/{_slug(anchor)}.png"
         writer.write(name, render(chart, "png"))
         src = name.split("/", 1)[1]  # the page sits in PAGES/, beside the image folder
         markup = f'<img src="{html_text(src)}" alt="{html_text(title)}" width="900" height="340">'
     else:
-        markup = render(chart, "svg").decode("utf-8")
+        markup = nights_chart(chart, runs)
     if len(tonight) > 1:
         curve = Curve(
             title=f"{gate.metric}: the latest run over its steps",
@@ -190,16 +195,18 @@ def _gate_view(
             refs=[n.ref for n in tonight.values()],
             los=[n.lo for n in tonight.values()],
             his=[n.hi for n in tonight.values()],
-            failing=[n.status in ("fail", "error") for n in tonight.values()],
+            sds=[n.sd for n in tonight.values()],
+            statuses=[n.status for n in tonight.values()],
         )
-        if png:
+        if runs is None:
             name = f"{image_dir}/{_slug(anchor)}-steps.png"
             writer.write(name, render(curve, "png"))
             alt = html_text(curve.title)
             src = html_text(name.split("/", 1)[1])
             markup = f'<img class="curve" src="{src}" alt="{alt}" width="900" height="340">{markup}'
         else:
-            markup = render(curve, "svg").decode("utf-8").replace("<svg ", '<svg class="curve" ', 1) + markup
+            assert latest_id is not None  # the latest run holds `tonight`'s values
+            markup = curve_chart(curve, runs.position[latest_id]) + markup
     current = found.regimes[-1] if found and found.regimes else None
     last_shift = (
         f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d}"
