@@ -403,9 +403,9 @@ class Null:
             if deep is not None:
                 # One value: tonight's score against the tail the stretch has shown, where it holds enough
                 # past nights (gatecfg/tail.py); the window's t quantile prices a normal spread.
-                priced = tail.limit(deep, nights=n, sign=sign, alpha=a_all, floor=floor)
-                if priced is not None:
-                    thresholds[0] = priced
+                priced = tail.limit(deep, nights=n, sign=sign, alpha=a_all)
+                if priced is not None:  # tonight itself must lean the harmful way (a severity above 0)
+                    thresholds[0] = max(priced / float(scale[0]), float(centre[0]) + 1e-3)
             spiked = 2.0 * float(np.mean(sign * z_past > CLIP_Z)) if width == 2 and trials is None else 0.0
             if blocks and spiked > 0:
                 # A spike on one step of a block of two lifts the block by up to CAP_Z / 2 (its larger
