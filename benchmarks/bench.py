@@ -1,5 +1,5 @@
 """Fleet-scale figures for gatecfg on SQLite and PostgreSQL (issues 7 and 15; results in
-docs/benchmarks/performance.md).
+benchmarks/results/performance.md).
 
     python benchmarks/bench.py           # 200 runs x 40 gates x 1,000 steps: 8M stored values, both stores
     python benchmarks/bench.py --quick   # 1/50 of that: a smoke run in a minute

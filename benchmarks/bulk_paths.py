@@ -1,5 +1,5 @@
 """The bulk paths alone: `gatecfg import` and `gatecfg backtest --metric`, as `benchmarks/bench.py` measures
-them, without the rest of its figures (issue 15; results in docs/benchmarks/performance.md).
+them, without the rest of its figures (issue 15; results in benchmarks/results/performance.md).
 
     python benchmarks/bulk_paths.py --workdir /tmp/bulk8m                     # SQLite, 8M values
     GATECFG_TEST_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\

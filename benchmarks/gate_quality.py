@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHECKED_NIGHTS = 20  # nights on which a shipped default's score is checked against evaluate's own verdict
 
 # Nights in the baseline by default: base.yaml's policy.window (60 since wave 3; `--window 20` gives the
-# earlier rounds' windows, docs/benchmarks/gate-quality.md).
+# earlier rounds' windows, benchmarks/results/gate-quality.md).
 WINDOW = 60
 SKYRL_RUNS = 20  # SkyRL's rule looks at the last 20 runs whatever the window
 STEP_COUNTS = (20, 100, 1000)

@@ -1,8 +1,8 @@
 """Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise, noise
 in proportion to the level, a season.
 
-Prints the tables quoted in docs/benchmarks/regimes.md. Every series is generated with a fixed seed, so a run
-prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
+Prints the tables quoted in benchmarks/results/regimes.md. Every series is generated with a fixed seed, so
+a run prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
 
     python benchmarks/regimes_grid.py            # the full grid, a few minutes
     python benchmarks/regimes_grid.py --reps 5   # a quick look
@@ -174,7 +174,7 @@ def _head(columns: list[str], lengths: tuple[int, ...]) -> None:
 
 
 def skewed_noise_table(reps: int, seeds: int, lengths: tuple[int, ...]) -> None:
-    """Phantoms in independent noise that is skewed or discrete (docs/benchmarks/regimes.md, round four:
+    """Phantoms in independent noise that is skewed or discrete (benchmarks/results/regimes.md, round four:
     the levels' Gaussian price does not hold there, a known limit)."""
     print("## pure noise, skewed or discrete: share of series with any change reported\n")
     _head(["noise"], lengths)
@@ -208,7 +208,7 @@ MULTIPLICATIVE: dict[str, Any] = {
 
 
 def multiplicative_table(reps: int, seeds: int) -> None:
-    """Regimes in noise that scales with the level (docs/benchmarks/regimes.md, round five: step 12
+    """Regimes in noise that scales with the level (benchmarks/results/regimes.md, round five: step 12
     reads such a metric in logs)."""
     lengths = (60, 200)
     print("## noise in proportion to the level: regime starts a series; [share found exactly]\n")
@@ -232,7 +232,7 @@ def multiplicative_table(reps: int, seeds: int) -> None:
 
 def seasonal_table(reps: int, seeds: int) -> None:
     """A season (a sine of `period` nights, unit Gaussian noise around it) with one level shift half way,
-    and without: a known limit (docs/benchmarks/regimes.md, round five)."""
+    and without: a known limit (benchmarks/results/regimes.md, round five)."""
     lengths = (120, 400)
     print("## a season with one shift half way: share found within 5 nights [changes a series]\n")
     _head(["period", "amplitude", "shift"], lengths)
@@ -336,7 +336,7 @@ def main() -> None:
         "--seeds",
         type=int,
         default=0,
-        help="0: the seeds docs/benchmarks/regimes.md quotes; N: another independent set",
+        help="0: the seeds benchmarks/results/regimes.md quotes; N: another independent set",
     )
     parser.add_argument(
         "--jitter",
@@ -369,7 +369,7 @@ def main() -> None:
         type=float,
         default=1.0,
         help="benchmark only: multiply the line's price by this (the trade-off table in "
-        "docs/benchmarks/regimes.md)",
+        "benchmarks/results/regimes.md)",
     )
     args = parser.parse_args()
     if (args.line_price, args.line_factor) != ("mbic", 1.0):

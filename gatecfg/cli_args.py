@@ -1,6 +1,6 @@
-"""The pieces every `gatecfg` subcommand's parser is built from: the parser class, the shared options
-(--gates, --db, --series) and the argument types. No command is imported here: `gatecfg --help` stays
-light."""
+"""The pieces every `gatecfg` subcommand's parser is built from: the parser class, the options more than
+one command takes (each spelled here once; a command adds its own words as `help`) and the argument types.
+No command is imported here: `gatecfg --help` stays light."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ class Parser(argparse.ArgumentParser):
 
 # A string: argparse's action class is generic only to type checkers.
 SubParsers: TypeAlias = "argparse._SubParsersAction[Parser]"
+# A parser or one of its (mutually exclusive) groups: where an option is added.
+Options: TypeAlias = argparse._ActionsContainer
 
 
 def series_labels(values: Sequence[str] | None) -> dict[str, str]:
@@ -66,8 +68,72 @@ def add(
     )
     parser.set_defaults(handler=handler)
     # Also after the command (`gatecfg lint --debug`); SUPPRESS keeps a global `--debug` from being reset.
-    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    debug_option(parser, default=argparse.SUPPRESS)
     return parser
+
+
+def debug_option(options: Options, *, default: object = False) -> None:
+    options.add_argument("--debug", action="store_true", default=default, help=DEBUG_HELP)
+
+
+def gate_test_option(
+    options: Options, help: str | None = None, *, required: bool = False, default: str | None = None
+) -> None:
+    """`--test T`: the `test:` of a gate file."""
+    options.add_argument("--test", required=required, default=default, metavar="T", help=help)
+
+
+def metric_option(
+    options: Options, help: str | None = None, *, required: bool = False, metavar: str | None = "M"
+) -> None:
+    options.add_argument("--metric", required=required, metavar=metavar, help=help)
+
+
+def step_option(options: Options, help: str) -> None:
+    options.add_argument("--step", type=step, metavar="S", help=help)
+
+
+def format_option(
+    options: Options, choices: Sequence[str] = ("text", "json"), help: str | None = None
+) -> None:
+    options.add_argument("--format", choices=list(choices), default="text", help=help)
+
+
+def base_option(options: Options, help: str, *, required: bool = False) -> None:
+    """`--base REV`: the git revision the gate files are compared with."""
+    options.add_argument("--base", required=required, metavar="REV", help=help)
+
+
+def commit_option(options: Options, help: str) -> None:
+    options.add_argument("--commit", help=help)
+
+
+def run_id_option(options: Options, help: str) -> None:
+    options.add_argument("--run-id", help=help)
+
+
+def record_option(options: Options, help: str, *, required: bool = False) -> None:
+    """`--record FILE`, repeatable: a metrics record (JSON Lines)."""
+    options.add_argument("--record", required=required, action="append", type=Path, metavar="FILE", help=help)
+
+
+def reason_option(options: Options, help: str, *, metavar: str | None = None) -> None:
+    """`--reason`: why, kept on record with what the command changes."""
+    options.add_argument("--reason", metavar=metavar, help=help)
+
+
+def write_option(options: Options, help: str) -> None:
+    """`--write`: change what the command otherwise only shows (the store, a gate file)."""
+    options.add_argument("--write", action="store_true", help=help)
+
+
+def dry_run_option(options: Options, help: str) -> None:
+    options.add_argument("--dry-run", action="store_true", help=help)
+
+
+def steps_option(options: Options, help: str) -> None:
+    """`--steps`: the text report also lists the steps (JSON always does)."""
+    options.add_argument("--steps", action="store_true", help=help)
 
 
 def gates_option(parser: argparse.ArgumentParser) -> None:
@@ -122,11 +188,12 @@ def check_store_write(args: argparse.Namespace, *, where: str, action: str, test
         print(f"gatecfg: {where}: written under --override-write-policy: {override}", file=sys.stderr)
 
 
-def db_option(parser: argparse.ArgumentParser) -> None:
+def db_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     parser.add_argument(
         "--db",
         metavar="URL",
-        help="history store: sqlite:///path or postgresql+psycopg://... "
+        help=help
+        or "history store: sqlite:///path or postgresql+psycopg://... "
         f"(default: ${settings.DB_ENV}, else `db` in .gatecfg.toml or [tool.gatecfg], else "
         f"{settings.DEFAULT_DB})",
     )

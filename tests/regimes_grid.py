@@ -1,7 +1,7 @@
 """Generated nightly series with known regimes, and how a detection is scored against them.
 
 Shared by `tests/test_regimes.py` (a small seeded grid whose targets are asserted) and
-`benchmarks/regimes_grid.py` (the full grid quoted in docs/benchmarks/regimes.md). Series sit around 0.3
+`benchmarks/regimes_grid.py` (the full grid quoted in benchmarks/results/regimes.md). Series sit around 0.3
 with a noise scale of 0.01, as an eval score would.
 """
 

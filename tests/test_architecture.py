@@ -1,5 +1,6 @@
 """The package's import graph runs one way: no cycle among gatecfg modules at run time, and the layers
-below the entry points never import one (STYLE.md, "Entry points are thin"); no module grows past 800 lines.
+below the entry points never import one (STYLE.md, "Entry points are thin"); no module grows past 800 lines;
+each option is spelled in one module, so that a reader can name the one file that defines it.
 
 The graph is read with `ast` from every module's source, so an import inside a function counts (it runs
 at run time); one under `if TYPE_CHECKING:` does not (it never runs). The package root's lazy exports
@@ -8,17 +9,30 @@ and are not walked."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import REPO
 
+from gatecfg.cli import build_parser
+
 PACKAGE = REPO / "gatecfg"
 
 # The entry points: each turns its own input into a request for the layers below, and renders the result.
-ENTRY_POINTS = ("gatecfg.cli", "gatecfg.commands", "gatecfg.pytest_plugin", "gatecfg.__main__")
+# The command line is `cli` (the root parser and the error boundary), `cli_args` (the shared options),
+# `cli_commands` (each command's arguments) and `commands` (each command's body).
+ENTRY_POINTS = (
+    "gatecfg.cli",
+    "gatecfg.cli_args",
+    "gatecfg.cli_commands",
+    "gatecfg.commands",
+    "gatecfg.pytest_plugin",
+    "gatecfg.__main__",
+)
 MAX_LINES = 800
 
 
@@ -165,6 +179,8 @@ def test_no_module_is_over_800_lines(module: str) -> None:
     [
         ("gatecfg.cli", True),
         ("gatecfg.cli_args", True),
+        ("gatecfg.cli_commands", True),
+        ("gatecfg.cli_commands.lint", True),
         ("gatecfg.commands.lint", True),
         ("gatecfg.pytest_plugin", True),
         ("gatecfg.linting", False),
@@ -176,3 +192,64 @@ def test_no_module_is_over_800_lines(module: str) -> None:
 def test_the_entry_points_are_the_cli_the_commands_and_the_plugin(module: str, entry_point: bool) -> None:
     assert module in MODULES
     assert _is_entry_point(module) is entry_point
+
+
+def options_defined(tree: ast.AST) -> set[str]:
+    """The option strings (`--xyz`) a module's source defines: the literal arguments of its
+    `add_argument` and `addoption` calls (argparse's, pytest's)."""
+    return {
+        arg.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("add_argument", "addoption")
+        for arg in node.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--")
+    }
+
+
+DEFINED_IN: dict[str, set[str]] = defaultdict(set)
+for _module, _path in MODULES.items():
+    for _option in options_defined(ast.parse(_path.read_text(encoding="utf-8"))):
+        DEFINED_IN[_option].add(_module)
+
+# The spellings that name a different option in each module that defines them, and why.
+SAME_SPELLING_OTHER_OPTION = {
+    "--all": (
+        {"gatecfg.cli_commands.regimes", "gatecfg.cli_commands.shifts"},
+        "regimes: every gate of the test instead of one --metric; shifts: the undone shifts too",
+    ),
+    "--undo": (
+        {"gatecfg.cli_commands.carry", "gatecfg.cli_commands.shifts"},
+        "shifts --undo N takes a shift's number; carry's is a flag over the carries its options select",
+    ),
+    "--check": (
+        {"gatecfg.cli_commands.schema", "gatecfg.store.statements"},
+        "statements' is the SQL generator's own command line (python -m gatecfg.store.statements)",
+    ),
+}
+
+
+def test_each_option_is_defined_in_one_module() -> None:
+    """An option more than one command takes is spelled once, in `cli_args` (the command adds its own
+    help); any other in the one command module that takes it."""
+    twice = {option: modules for option, modules in DEFINED_IN.items() if len(modules) > 1}
+    assert twice == {option: modules for option, (modules, _why) in SAME_SPELLING_OTHER_OPTION.items()}
+
+
+def _parser_options(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:
+        yield from (flag for flag in action.option_strings if flag.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parser_options(child)
+
+
+def test_the_scan_finds_every_option_of_the_command_line() -> None:
+    """Every option `gatecfg` takes is a literal the scan above sees (none built from a variable, which
+    it would miss), and the shared ones are found in `cli_args` alone."""
+    options = set(_parser_options(build_parser())) - {"--help"}
+    assert options - set(DEFINED_IN) == set()
+    assert {"--gates", "--db", "--series", "--test", "--format", "--debug"} <= options
+    for shared in ("--gates", "--db", "--test", "--format", "--debug"):
+        assert DEFINED_IN[shared] == {"gatecfg.cli_args"}
