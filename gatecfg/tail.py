@@ -60,13 +60,15 @@ def reach(gate: ResolvedGate, policy: Policy) -> int:
 
 
 def levelled(window: Window | None, gate: ResolvedGate, policy: Policy) -> Window | None:
-    """The window a gate is judged on: each step's newest `policy.window` values; for a one-value budget
-    gate read deeper (`reach`), the whole stretch kept beside them (`Window.stretch`)."""
-    if window is None or int(window.counts.max()) <= policy.window:
+    """The window a gate is judged on. A one-value budget gate's read reaches deeper (`reach`): its
+    newest `policy.window` values, with the whole stretch kept beside them (`Window.stretch`). Every other
+    gate's read is its window already, and is judged as read."""
+    if window is None or not one_value(gate) or len(window.steps) != 1:
+        return window
+    if int(window.counts[0]) <= policy.window:
         return window
     trimmed = np.minimum(window.counts, policy.window)
-    stretch = window.values if one_value(gate) and len(window.steps) == 1 else None
-    return Window(window.steps, window.values[:, : policy.window], trimmed, stretch)
+    return Window(window.steps, window.values[:, : policy.window], trimmed, window.values)
 
 
 def limit(stretch: FloatArray, *, nights: int, sign: float, alpha: float) -> float | None:
