@@ -290,8 +290,7 @@ class Null:
     ) -> Null:
         m, n = history.shape
         space: Space = "binomial" if trials is not None else standardise.space_of(history)
-        # A one-value gate's stretch, in the space the window is judged in (a log space the stretch
-        # cannot enter, a value at or below 0, leaves the window's own pricing).
+        # A one-value gate's stretch in the window's space (none where a log cannot take it: values <= 0)
         deep = None
         if stretch is not None and m == 1 and (space != "log" or bool((stretch > 0).all())):
             deep = standardise.transform(np.asarray(stretch, np.float64).reshape(-1), space, trials)
@@ -403,9 +402,10 @@ class Null:
             if deep is not None:
                 # One value: tonight's score against the tail the stretch has shown, where it holds enough
                 # past nights (gatecfg/tail.py); the window's t quantile prices a normal spread.
-                priced = tail.limit(deep, nights=n, sign=sign, alpha=a_all)
-                if priced is not None:  # tonight itself must lean the harmful way (a severity above 0)
-                    thresholds[0] = max(priced / float(scale[0]), float(centre[0]) + 1e-3)
+                priced = tail.limit(deep, nights=n, sign=sign, alpha=a_all, floor=floor)
+                if priced is not None:  # in MADs of the window; tonight itself must lean the harmful way
+                    mad = standardise.floored(loc, standardise.median_mad(history)[1], floor)
+                    thresholds[0] = max(priced * float(mad[0] / scale[0]), float(centre[0]) + 1e-3)
             spiked = 2.0 * float(np.mean(sign * z_past > CLIP_Z)) if width == 2 and trials is None else 0.0
             if blocks and spiked > 0:
                 # A spike on one step of a block of two lifts the block by up to CAP_Z / 2 (its larger

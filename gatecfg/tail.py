@@ -7,10 +7,11 @@ of 60 real CI timings prices a heavy right tail as a normal spread: quiet for we
 first slow run like those it had before. So such a gate reads further back than its window, over the
 joining values since its last accepted shift (`reach`: the same rows on every path), and judges tonight
 the way each of those nights would have been judged: by its distance from the median of the `window`
-nights before it. Tonight and those past nights are then exchangeable under a stable level, and tonight
-beats the k-th largest of P past distances with probability k / (P + 1), whatever the noise's tail. The
-window still decides the level; the stretch says how far from it a clean night goes, in the metric's
-own units (or logs): one scale for the whole stretch, so that a quiet window does not shrink it.
+nights before it, over their MAD (a spread that slow runs barely move, so that a quiet window and one
+holding two slow runs score alike, and an era of noisier runners scores on its own noise). Tonight and
+those past nights are then exchangeable under a stable level, and tonight beats the k-th largest of P
+past scores with probability k / (P + 1), whatever the noise's tail. The window still decides the level;
+the stretch says how far from it a clean night goes.
 
 Two scores share the budget: tonight alone (a slow run beyond those the stretch showed), and the mean of
 tonight with the LEVEL_NIGHTS - 1 newest joining nights (a shift of the level, which a run of a few
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
+from gatecfg import standardise
 from gatecfg.windows import Window
 
 if TYPE_CHECKING:
@@ -71,10 +73,11 @@ def levelled(window: Window | None, gate: ResolvedGate, policy: Policy) -> Windo
     return Window(window.steps, window.values[:, : policy.window], trimmed, window.values)
 
 
-def limit(stretch: FloatArray, *, nights: int, sign: float, alpha: float) -> float | None:
-    """Tonight's harmful distance (`sign` times its distance from the median of the newest `nights`
-    values of `stretch`: one value per night, newest first, in the space the gate judges in) beyond
-    which the gate fails, at `alpha` on this side; None when the stretch holds too few past nights.
+def limit(stretch: FloatArray, *, nights: int, sign: float, alpha: float, floor: float) -> float | None:
+    """Tonight's harmful score (`sign` times its distance from the median of the newest `nights` values
+    of `stretch`, one value per night, newest first, in the space the gate judges in, over their robust
+    spread, the MAD, never below `floor`) beyond which the gate fails, at `alpha` on this side; None when
+    the stretch holds too few past nights.
 
     Past night j is scored on the `nights` nights before it, as tonight is; tonight fails when it beats
     the k1-th largest of those scores, or when its mean with the newest LEVEL_NIGHTS - 1 nights beats the
@@ -84,7 +87,8 @@ def limit(stretch: FloatArray, *, nights: int, sign: float, alpha: float) -> flo
     if past < LEVEL_NIGHTS or math.floor(share * (past - LEVEL_NIGHTS + 2)) < 1:
         return None
     trailing = sliding_window_view(stretch[1:], nights)[:past]  # row j: the nights before night j
-    scores = sign * (stretch[:past] - np.median(trailing, axis=-1))
+    loc, mad = standardise.median_mad(trailing)
+    scores = sign * (stretch[:past] - loc) / standardise.floored(loc, mad, floor)
     alone = _largest(scores, math.floor(share * (past + 1)))
     means = np.convolve(scores, np.ones(LEVEL_NIGHTS) / LEVEL_NIGHTS, mode="valid")
     level = _largest(means, math.floor(share * (len(means) + 1)))

@@ -39,11 +39,13 @@ def test_limit_is_the_rank_statistic_of_the_past_scores() -> None:
     rng = np.random.default_rng(1)
     stretch = np.log(_noise(rng, 700))
     alpha = 0.02
-    found = tail.limit(stretch, nights=WINDOW, sign=1.0, alpha=alpha)
+    found = tail.limit(stretch, nights=WINDOW, sign=1.0, alpha=alpha, floor=0.0)
     past = len(stretch) - WINDOW
     scores = []
     for j in range(past):  # brute force: night j on the WINDOW nights before it
-        scores.append(float(stretch[j] - np.median(stretch[j + 1 : j + 1 + WINDOW])))
+        before = stretch[j + 1 : j + 1 + WINDOW]
+        median = float(np.median(before))
+        scores.append((stretch[j] - median) / (float(np.median(np.abs(before - median))) * 1.4826))
     share = alpha / tail.SCORES
     alone = sorted(scores)[-math.floor(share * (past + 1))]
     means = [sum(scores[j : j + 3]) / 3 for j in range(past - 2)]
@@ -53,7 +55,7 @@ def test_limit_is_the_rank_statistic_of_the_past_scores() -> None:
 
 def test_a_stretch_too_short_for_the_budget_prices_nothing() -> None:
     stretch = np.log(_noise(np.random.default_rng(2), WINDOW + 50))
-    assert tail.limit(stretch, nights=WINDOW, sign=1.0, alpha=0.01) is None
+    assert tail.limit(stretch, nights=WINDOW, sign=1.0, alpha=0.01, floor=0.0) is None
 
 
 def test_a_slow_run_like_those_the_history_has_had_passes() -> None:
