@@ -37,27 +37,17 @@ One entry point, `decide`. The method (docs/calibration.md, "The budget rule"):
    over the directions, ALL_SHARE to the mean over all steps and the rest evenly over the scans; under
    AR-like noise CORRELATED_SHARES: half to the mean, the rest evenly to the blocks, the trend and the
    edges (few independent values: the mean carries most of what the run says, and a block needs little
-   budget to show its edges). The trend's spread is not its n past scores' but the one its jumps'
-   autocovariance gives, every lag pooled over every step and night (`correlated.trend_spread`), its
-   quantile a t of the jumps' count of degrees of freedom (the t quantile of 19 nights is 11-14% wider at
-   the trend's share; a ramp is what 20 AR-like steps show least). The blocks' share is divided not by
-   their count but by the number of independent tests they are worth (Li and Ji's eigenvalue count on
-   their correlation across the past nights): overlapping blocks, and steps tied by AR noise or a shared
-   shift, are fewer tests than blocks. Block statistics share one pooled spread, with the degrees of
-   freedom of as many blocks as that correlation leaves independent. Blocks of two, which one spike lifts
-   by up to CAP_Z / 2, take the quantile of that mixture at the spike rate the window shows
-   (`_spiked_quantile`).
+   budget to show its edges). The trend's spread is pooled from its jumps' autocovariance
+   (`correlated.trend_spread`). The blocks' share is divided by the number of independent tests they are
+   worth (Li and Ji's eigenvalue count on their correlation across the past nights), and they share one
+   pooled spread; blocks of two take the quantile of the spike mixture the window shows
+   (`_spiked_quantile`). A gate of one value judged on a stretch of its history longer than the window
+   is held to the tail that stretch has shown instead (gatecfg/tail.py).
 5. Where the steps' noise has a model (`trials`: independent binomial steps; rho >= EDGES_RHO: AR(1)),
    the split is scaled up, every share alike, until the statistics' joint null under that model spends
-   the whole budget (`_joint_scale`, cached per shape; it replaces the Li-Ji count there): the mean, the
-   blocks and the trend of AR steps are strongly alike, and a Bonferroni split over them wasted much of
-   the budget. (At a matched false-alarm rate this changes nothing: it moves
-   every threshold alike; it spends at the default what the split left unspent.) With `trials` a
-   statistic's spread from binomial noise alone is known (`_binomial_spreads`); where the window agrees
-   (its steps' pooled spread, its mean's spread and the statistic's own measured spread no larger than
-   binomial noise gives them beyond chance) that spread is used with the normal quantile instead of the
-   measured one with the t quantile: a t quantile on 19 nights' spread is some 13% wider. A metric whose
-   nights move more than its coins (a shift shared by a night) keeps the measured spreads.
+   the whole budget (`_joint_scale`, cached per shape). With `trials`, where the window agrees with
+   binomial noise, the spread binomial noise gives a statistic is used with the normal quantile
+   (`_binomial_spreads`) instead of the measured one with the t quantile.
 
 A night fails when any statistic does. The steps reported failing are those that moved
 (`Null._attributed`): a step that exploded on its own, and among the steps of the fired statistics (every
@@ -76,7 +66,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from gatecfg import correlated, distributions, moments, standardise
+from gatecfg import correlated, distributions, moments, standardise, tail
 from gatecfg.lone_step import POOLED_DF_MAX, lone_limits
 from gatecfg.models import MinChange
 from gatecfg.standardise import Space
@@ -167,21 +157,27 @@ def decide(
     alpha: float,
     trials: int | None = None,
     min_change: MinChange | None = None,
+    stretch: FloatArray | None = None,
 ) -> Decision:
     """Judge one night: `values` (m judged steps, all finite) against `history` (m x n: the same steps'
     values in the n newest past nights, newest first, all finite, n >= MIN_NIGHTS). With `min_change`
-    a step's change counts only beyond it.
+    a step's change counts only beyond it. `stretch` (one step: its values over the stable stretch,
+    newest first, `history`'s first) prices a one-value gate's tail on it (gatecfg/tail.py).
 
     A window beyond moments.LARGE in magnitude (a diverged run near the float maximum) is judged scaled by a
     power of two, which is exact: its squares would leave the float range, the rule's z-scores do not
     depend on the unit, and the figures in the metric's units are scaled back."""
     top = float(np.max(np.abs(history)))
     if not moments.LARGE < top < math.inf:
-        return Null.of(history, direction=direction, alpha=alpha, trials=trials).judge(values, min_change)
+        null = Null.of(history, direction=direction, alpha=alpha, trials=trials, stretch=stretch)
+        return null.judge(values, min_change)
     exponent = math.frexp(top)[1]
     if min_change is not None and min_change.abs is not None:
         min_change = min_change.model_copy(update={"abs": math.ldexp(min_change.abs, -exponent)})
-    null = Null.of(np.ldexp(history, -exponent), direction=direction, alpha=alpha, trials=trials)
+    stretch = None if stretch is None else np.ldexp(stretch, -exponent)
+    null = Null.of(
+        np.ldexp(history, -exponent), direction=direction, alpha=alpha, trials=trials, stretch=stretch
+    )
     with np.errstate(over="ignore", under="ignore"):
         found = null.judge(np.ldexp(values, -exponent), min_change)
 
@@ -256,11 +252,19 @@ class Null:
     peaks: dict[Literal["up", "down"], FloatArray]
 
     @classmethod
-    def of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+    def of(
+        cls,
+        history: FloatArray,
+        *,
+        direction: Direction,
+        alpha: float,
+        trials: int | None,
+        stretch: FloatArray | None = None,
+    ) -> Null:
         """The window's null; UnusableWindowError when its arithmetic does not hold (values that overflow)."""
         with np.errstate(all="ignore"):
             try:
-                null = cls._of(history, direction=direction, alpha=alpha, trials=trials)
+                null = cls._of(history, direction=direction, alpha=alpha, trials=trials, stretch=stretch)
             # Python's float arithmetic (the quantiles, the tail's margin) raises where numpy's warns: a
             # window it cannot handle is the gate's error, never a traceback out of evaluate.
             except (np.linalg.LinAlgError, ArithmeticError) as exc:
@@ -275,9 +279,21 @@ class Null:
         return null
 
     @classmethod
-    def _of(cls, history: FloatArray, *, direction: Direction, alpha: float, trials: int | None) -> Null:
+    def _of(
+        cls,
+        history: FloatArray,
+        *,
+        direction: Direction,
+        alpha: float,
+        trials: int | None,
+        stretch: FloatArray | None,
+    ) -> Null:
         m, n = history.shape
         space: Space = "binomial" if trials is not None else standardise.space_of(history)
+        # A one-value gate's stretch in the window's space (none where a log cannot take it: values <= 0)
+        deep = None
+        if stretch is not None and m == 1 and (space != "log" or bool((stretch > 0).all())):
+            deep = standardise.transform(np.asarray(stretch, np.float64).reshape(-1), space, trials)
         raw_loc = np.median(history, axis=-1)
         history = standardise.transform(history, space, trials)
         floor = standardise.binomial_scale(trials) if trials is not None else 0.0
@@ -383,6 +399,13 @@ class Null:
                 )
                 for k, (c, a, df, x) in enumerate(zip(centre, levels, dfs, measured, strict=True))
             ]
+            if deep is not None:
+                # One value: tonight's score against the tail the stretch has shown, where it holds enough
+                # past nights (gatecfg/tail.py); the window's t quantile prices a normal spread.
+                priced = tail.limit(deep, nights=n, sign=sign, alpha=a_all, floor=floor)
+                if priced is not None:  # in MADs of the window; tonight itself must lean the harmful way
+                    mad = standardise.floored(loc, standardise.median_mad(history)[1], floor)
+                    thresholds[0] = max(priced * float(mad[0] / scale[0]), float(centre[0]) + 1e-3)
             spiked = 2.0 * float(np.mean(sign * z_past > CLIP_Z)) if width == 2 and trials is None else 0.0
             if blocks and spiked > 0:
                 # A spike on one step of a block of two lifts the block by up to CAP_Z / 2 (its larger

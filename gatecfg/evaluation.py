@@ -23,11 +23,12 @@ from gatecfg.records import Metrics, Record, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
 from gatecfg.report.labels import series_text
-from gatecfg.resolve import ResolvedTest, load_tree
-from gatecfg.select import select
+from gatecfg.resolve import Policy, ResolvedGate, ResolvedTest, load_tree
+from gatecfg.select import Selection, select
 from gatecfg.store import CoordinateSpec, PointColumns, RunInfo, RunRow
 from gatecfg.store.direct import DirectStore
 from gatecfg.store.protocol import StoreReads
+from gatecfg.tail import reach
 from gatecfg.verdicts import GateVerdicts, evaluate, exit_code, needed_history, trusted
 from gatecfg.windows import Baselines
 from gatecfg.write_policy import check_write
@@ -90,12 +91,7 @@ def run_evaluation(req: Request) -> RunReport:
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:
-        baselines = store.baselines(
-            [c for _, c, _ in selected],
-            window=resolved.policy.window,
-            baseline=resolved.policy.baseline,
-            exclude_run_id=origin.run_id,
-        )
+        baselines = _baselines(store, selected, resolved.policy, exclude_run_id=origin.run_id)
         results = evaluate(selected, baselines, resolved.policy, enforce=req.enforce)
         unconfirmed = _unconfirmed(second, resolved, series, results, baselines, enforce=req.enforce)
         warnings = _rekeys(store, resolved, series, results)
@@ -310,3 +306,24 @@ def _points(results: Sequence[GateVerdicts], series: str, test: str) -> dict[Coo
         if len(stored):
             points[spec] = stored
     return points
+
+
+def _baselines(
+    store: DirectStore,
+    selected: Sequence[tuple[ResolvedGate, str, Selection]],
+    policy: Policy,
+    *,
+    exclude_run_id: str | None,
+) -> Baselines:
+    """Every gate's baseline, read as deep as it reaches (`tail.reach`: the window, and for a one-value
+    budget gate the stretch its tail is priced on), one read per depth."""
+    by_depth: dict[int, list[str]] = {}
+    for gate, coordinate, _ in selected:
+        by_depth.setdefault(reach(gate, policy), []).append(coordinate)
+    found = Baselines()
+    for depth, coordinates in sorted(by_depth.items()):
+        read = store.baselines(
+            coordinates, window=depth, baseline=policy.baseline, exclude_run_id=exclude_run_id
+        )
+        found.windows.update(read.windows)
+    return found

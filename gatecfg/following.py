@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Protocol
 
 from gatecfg.distributions import breaks_promise
-from gatecfg.resolve import Policy
+from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.same_code import Earlier, SameCode, find
 from gatecfg.shifts import Recent, Shift, Stale, find_shift, find_stale
 from gatecfg.verdicts import GateVerdicts
@@ -113,10 +113,14 @@ def follow(
 def _broken_promise(result: GateVerdicts, recent: Sequence[Recent]) -> str | None:
     """A budget gate failing tonight whose own newest nightlies (tonight's included) failed over twice its
     `false_alarm`, more than chance would: what to consider, once in tonight's report."""
-    gate = result.gate
+    return broken_promise(result.gate, 1 + sum(r.failed for r in recent), 1 + len(recent))
+
+
+def broken_promise(gate: ResolvedGate, failures: int, nights: int) -> str | None:
+    """What a budget gate that failed `failures` of its `nights` newest nightlies should consider, when
+    that is over twice its `false_alarm` and more than chance (evaluate's and report's NOISY GATE)."""
     if gate.constraint is None or gate.constraint.budget is None:
         return None
-    failures, nights = 1 + sum(r.failed for r in recent), 1 + len(recent)
     if not breaks_promise(failures, nights, gate.false_alarm):
         return None
     return (

@@ -31,6 +31,7 @@ from gatecfg.models import Constraint, Direction, Reference
 from gatecfg.resolve import Policy, ResolvedGate
 from gatecfg.select import METRIC_MISSING, Selected, Selection, step_ranges
 from gatecfg.store.rows import STATUSES, PointColumns
+from gatecfg.tail import levelled
 from gatecfg.windows import Baselines, Counts, Window
 from gatecfg.wording import plural as counted
 
@@ -155,7 +156,7 @@ def evaluate(
             gate=gate,
             coordinate=coordinate,
             selection=selection if isinstance(selection, Selection) else Selection.of(selection),
-            window=baselines.window(coordinate),
+            window=levelled(baselines.window(coordinate), gate, policy),
             policy=policy,
             enforced=enforce and gate.enforce and gate.gated,
             keep_bands=keep_bands,
@@ -170,10 +171,6 @@ WHY_STEPS = 5  # failing steps a gate's one-line reason names
 
 def _name(step: int) -> str:
     return "last" if step == -1 else str(step)
-
-
-def step_name(v: Verdict) -> str:
-    return _name(v.step)
 
 
 def allowed_failures(tolerate: int | float, judged: int) -> int:
@@ -425,19 +422,19 @@ class GateVerdicts(Sequence[Verdict]):
             if first.logged_step is None and first.reason.startswith(METRIC_MISSING):
                 return first.reason  # no step was logged, so none is named (nor `last` for `steps: all`)
             errors = counted(self.counts["error"], "step")
-            return f"{errors} without a usable value; step {step_name(first)}: {first.reason}"
+            return f"{errors} without a usable value; step {_name(first.step)}: {first.reason}"
         if self.ruled is not None and self.ruled.decision is not None and self.ruled.decision.fired:
             return self.ruled.why(self.gate, self.selection)
         failing = list(self.where("fail"))
         worst = max(failing, key=lambda v: abs(v.delta_pct or 0.0))
-        shown = ", ".join(step_name(v) for v in failing[:WHY_STEPS]) + (
+        shown = ", ".join(_name(v.step) for v in failing[:WHY_STEPS]) + (
             f" and {len(failing) - WHY_STEPS} more" if len(failing) > WHY_STEPS else ""
         )
         steps = f"{self.judged} step{'s' * (self.judged != 1)}"
         text = f"{self.failing} of {steps} failing (step{'s' * (self.failing != 1)} {shown})"
         if self.gate.tolerate:
             text += f", more than `tolerate: {self.gate.tolerate}` allows ({self.allowed})"
-        return f"{text}; worst: step {step_name(worst)} {worst.reason}"
+        return f"{text}; worst: step {_name(worst.step)} {worst.reason}"
 
     @property
     def reason(self) -> str:
@@ -597,6 +594,7 @@ class Ruled:
                 alpha=gate.false_alarm,
                 trials=gate.trials,
                 min_change=None if gate.constraint is None else gate.constraint.min_change,
+                stretch=None if window.stretch is None else window.stretch[0],
             )
         except UnusableWindowError as exc:
             return cls(None, judged, position, nights, f"budget rule, {nights} past nights: {exc}")

@@ -26,6 +26,9 @@ class Window:
     steps: tuple[int, ...]
     values: FloatMatrix  # (len(steps), the longest row)
     counts: Counts  # (len(steps),)
+    # A one-value budget gate's values over the stretch its tail is priced on, newest first, the
+    # window's own first (gatecfg/tail.py); None for every other gate.
+    stretch: FloatMatrix | None = None
 
     @functools.cached_property
     def _rows(self) -> dict[int, int]:

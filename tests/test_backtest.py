@@ -353,3 +353,24 @@ def test_evaluate_says_once_when_a_failing_budget_gates_own_nightlies_break_its_
     assert "over twice its false_alarm 1.0%" in note
     calm = gatecfg.evaluate(TEST, {REWARD: [(0, 1.0)]}, gates=gates, db=db)
     assert not any(n.startswith("NOISY GATE: ") for n in calm.notes)  # said when the gate fails
+
+
+def test_report_says_when_a_budget_gates_own_nightlies_break_its_promise(tmp_path: Path, db: str) -> None:
+    """`report` words the gate's record as `evaluate` does, from the nightlies the store holds."""
+    gates = write_gates(tmp_path, base=BUDGET_BASE + "  accept_shift_after: never\n")
+    rng = np.random.default_rng(36)
+    values = [1.0 + 0.01 * rng.standard_normal() + (0.5 if i % 12 == 11 else 0.0) for i in range(60)]
+    nightly(tmp_path, gates, db, [{REWARD: [(0, v)]} for v in values])
+    result = run_cli("report", "--html", str(tmp_path / "out"), "--gates", str(gates), "--db", db)
+    assert result.code == 0, result.err
+    [line] = [n for n in result.out.splitlines() if n.startswith("NOISY GATE: ")]
+    assert f"{REWARD} failed " in line
+    assert "over twice its false_alarm 1.0%" in line
+    (tmp_path / "quiet").mkdir()
+    quiet = write_gates(tmp_path / "quiet", base=BUDGET_BASE)
+    calm = [{REWARD: [(0, 1.0 + 0.01 * rng.standard_normal())]} for _ in range(30)]
+    other = f"sqlite:///{tmp_path / 'quiet.db'}"
+    nightly(tmp_path / "quiet", quiet, other, calm)
+    result = run_cli("report", "--html", str(tmp_path / "out2"), "--gates", str(quiet), "--db", other)
+    assert result.code == 0, result.err
+    assert "NOISY GATE" not in result.out

@@ -39,6 +39,7 @@ from gatecfg.select import LAST_STEP, Selected, Selection
 from gatecfg.shifts import Recent
 from gatecfg.shifts import Shift as FollowedShift
 from gatecfg.store import PointColumns, RunRow, Store, ValueColumns
+from gatecfg.tail import levelled, reach
 from gatecfg.verdicts import GateVerdicts, Status, evaluate, trusted
 from gatecfg.windows import Baselines, Window
 
@@ -333,7 +334,9 @@ class Replayer:
         self._gates = [g for g in test.gates if keep is None or g.metric in keep]
         self._inject = inject
         self._coordinates = {g.metric: g.coordinate(series) for g in self._gates}
-        self.histories = {c: GateHistory(policy.baseline, policy.window) for c in self._coordinates.values()}
+        # Each gate holds as many joining rows as its baseline read reaches (gatecfg/tail.py).
+        self._reach = {self._coordinates[g.metric]: reach(g, policy) for g in self._gates}
+        self.histories = {c: GateHistory(policy.baseline, depth) for c, depth in self._reach.items()}
         self._memory = _Memory(self.histories)
         self._shifts = 0
         self._nights = 0
@@ -347,7 +350,7 @@ class Replayer:
         windows = {
             coordinate: found
             for _, coordinate, _ in selections
-            if (found := self.histories[coordinate].window(self.policy.baseline, self.policy.window))
+            if (found := self.histories[coordinate].window(self.policy.baseline, self._reach[coordinate]))
         }
         # Every night is stored: its bands are computed once, up front (the statuses are the same).
         results = evaluate(selections, Baselines(windows), self.policy, keep_bands=True)
@@ -411,7 +414,11 @@ class Replayer:
         if self._inject is None:
             return {}
         shifted = [
-            (gate, coordinate, self._inject.apply(gate, chosen, windows.get(coordinate)))
+            (
+                gate,
+                coordinate,
+                self._inject.apply(gate, chosen, levelled(windows.get(coordinate), gate, self.policy)),
+            )
             for gate, coordinate, chosen in selections
         ]
         return {r.gate.metric: r.status for r in evaluate(shifted, Baselines(windows), self.policy)}

@@ -18,10 +18,11 @@ from gatecfg.analysis.regimes import find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.escape import html_text
+from gatecfg.following import broken_promise
 from gatecfg.keys import series_key
 from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
 from gatecfg.select import step_ranges
-from gatecfg.store import RunRow, Store
+from gatecfg.store import HistoryRow, RunRow, Store
 from gatecfg.terminal import stage
 from gatecfg.verdicts import STATUS_ORDER
 
@@ -37,12 +38,13 @@ def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> i
     tests = [tree.test(test)] if test is not None else [tree.tests[name] for name in sorted(tree.tests)]
     writer = _Writer(out)
     views: list[TestView] = []
+    noisy: list[str] = []
     with (
         Store.open(db) as store,
         stage("gatecfg report", f"charting {len(tests)} test(s)", total=len(tests)) as advance,
     ):
         for resolved in tests:
-            views.append(_test_view(store, resolved, writer, png=png))
+            views.append(_test_view(store, resolved, writer, png=png, noisy=noisy))
             advance(1)
         url = store.url
         alerts = alerts_html.section(store, test=test)
@@ -51,6 +53,8 @@ def report(*, gates: Path, db: str, out: Path, test: str | None, png: bool) -> i
     writer.write("index.html", index_page(views, store=url, generated=__version__, alerts=alerts))
     charts = sum(len(s.gates) for v in views for s in v.series)
     print(f"wrote {display_path(out / 'index.html')}: {len(views)} test(s), {charts} chart(s)")
+    for line in noisy:
+        print(f"NOISY GATE: {line}")
     return EXIT_OK
 
 
@@ -96,7 +100,7 @@ def _slug(text: str) -> str:
     return f"{kept}-{digest}"
 
 
-def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) -> TestView:
+def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool, noisy: list[str]) -> TestView:
     slug = _slug(test.test)
     page = f"{PAGES}/{slug}.html"
     runs = list(reversed(store.runs(test=test.test)))
@@ -111,6 +115,12 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool) 
     for number, (series, rows) in enumerate(sorted(by_series.items())):
         estimates = current_estimates(store, test, series)
         latest = rows[-1] if rows else None
+        for gate in test.gates:
+            line = _noisy(
+                gate, [h for h in histories[gate.metric] if h.coordinate.series_key == series], test
+            )
+            if line is not None:
+                noisy.append(line)
         gates = [
             _gate_view(
                 gate,
@@ -227,3 +237,22 @@ def _gate_view(
         last_shift=last_shift,
         chart=markup,
     )
+
+
+def _noisy(gate: ResolvedGate, rows: list[HistoryRow], test: ResolvedTest) -> str | None:
+    """The NOISY GATE line `evaluate` gives a failing budget gate, from the gate's newest stored nightlies
+    (as many as evaluate reads: the window and the shift and stale horizons, tonight's included there);
+    nights untrusted by hand are known-bad and not counted."""
+    policy = test.policy
+    depth = 1 + policy.window + max(policy.accept_shift_after or 0, policy.stale_after)
+    failed: dict[str, bool] = {}
+    for night in sorted(
+        (n for found in nights_of(rows, gate.steps_key).values() for n in found),
+        key=lambda n: n.created_at,
+        reverse=True,
+    ):
+        if night.untrusted_by_hand:
+            continue
+        if night.run_id in failed or len(failed) < depth:
+            failed[night.run_id] = failed.get(night.run_id, False) or night.status == "fail"
+    return broken_promise(gate, sum(failed.values()), len(failed))
