@@ -115,31 +115,28 @@ def _test_view(store: Store, test: ResolvedTest, writer: _Writer, *, png: bool, 
     for number, (series, rows) in enumerate(sorted(by_series.items())):
         estimates = current_estimates(store, test, series)
         latest = rows[-1] if rows else None
+        gates = []
         for gate in test.gates:
-            line = _noisy(
-                gate, [h for h in histories[gate.metric] if h.coordinate.series_key == series], test
-            )
+            # One gate's history at a time: a long one is 300,000 values a gate.
+            history = store.history(test=test.test, metric=gate.metric, series_key=series)
+            line = _noisy(gate, history, test)
             if line is not None:
                 noisy.append(line)
-        gates = [
-            _gate_view(
-                gate,
-                # One gate's history at a time: a long one is 300,000 values a gate.
-                nights_of(
-                    store.history(test=test.test, metric=gate.metric, series_key=series), gate.steps_key
-                ),
-                latest,
-                estimates.get(gate.metric),
-                writer,
-                runs=index,
-                anchor=f"s{number}-{_slug(gate.metric)}",
-                image_dir=f"{PAGES}/{slug}",
-                salt=f"{series}|{gate.metric}|{gate.steps_key}",
-                # The page charts every gate of every series: its regime columns are one scan of them.
-                coordinates=len(test.gates) * len(by_series),
+            gates.append(
+                _gate_view(
+                    gate,
+                    nights_of(history, gate.steps_key),
+                    latest,
+                    estimates.get(gate.metric),
+                    writer,
+                    runs=index,
+                    anchor=f"s{number}-{_slug(gate.metric)}",
+                    image_dir=f"{PAGES}/{slug}",
+                    salt=f"{series}|{gate.metric}|{gate.steps_key}",
+                    # The page charts every gate of every series: its regime columns are one scan of them.
+                    coordinates=len(test.gates) * len(by_series),
+                )
             )
-            for gate in test.gates
-        ]
         series_views.append(
             SeriesView(
                 labels=dict(latest.run.labels) if latest else {},
