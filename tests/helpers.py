@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from gatecfg.cli import main
 from gatecfg.errors import EXIT_BUG
+from gatecfg.store.rows import STATUSES, ValueColumns
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,6 +88,11 @@ def executed_statements(keep: Callable[[str], bool] = lambda statement: True) ->
         yield statements
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+
+
+def status_names(column: ValueColumns) -> list[str]:
+    """The status of each value of a column read from the store, by name."""
+    return [STATUSES[code] for code in column.status_codes().tolist()]
 
 
 def table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pytest.MarkDecorator:
