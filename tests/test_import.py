@@ -1,6 +1,6 @@
 """`gatecfg import`: CSV and JSON Lines exports backfill history keyed like `evaluate --write`.
 
-Also home of the "done means" history of issue 6 (`write_scenario`), which the regimes, rebaseline and
+Also home of the shared imported history (`write_scenario`), which the regimes, rebaseline and
 report tests import: five regimes over 348 nightlies, opened by four merges.
 """
 
