@@ -1,8 +1,8 @@
 """Validation grid of `gatecfg regimes`' detection: level shifts, drifts, spread changes, pure noise, noise
 in proportion to the level, a season.
 
-Prints the tables quoted in benchmarks/results/regimes.md. Every series is generated with a fixed seed, so a
-run prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
+Prints the tables quoted in benchmarks/results/regimes.md. Every series is generated with a fixed seed, so
+a run prints the same numbers; `--reps` scales the number of series per cell (the docs quote the default).
 
     python benchmarks/regimes_grid.py            # the full grid, a few minutes
     python benchmarks/regimes_grid.py --reps 5   # a quick look

@@ -81,8 +81,8 @@ def test_clear_shifts_are_found_at_their_night_despite_noise_tails_and_outliers(
 
 def test_two_sigma_shifts_over_long_regimes_are_mostly_found() -> None:
     # Measured at this seed: precision 0.91, recall 0.88 (before drifts were told apart: 0.93, 0.92; a run
-    # of shifts one way can read as a level turning into a line, see benchmarks/results/regimes.md's
-    # trade-off).
+    # of shifts one way can read as a level turning into a line, see the trade-off in
+    # benchmarks/results/regimes.md).
     # With the long-run noise scale: 0.91, 0.85.
     score = score_grid([2.0], [20, 50], reps=15, seed=12)
     assert score.precision >= 0.9
