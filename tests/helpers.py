@@ -18,6 +18,8 @@ import sqlalchemy as sa
 
 from gatecfg.cli import main
 from gatecfg.errors import EXIT_BUG
+from gatecfg.records import Record
+from gatecfg.records.builder import _Builder
 from gatecfg.store.rows import STATUSES, ValueColumns
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,6 +90,14 @@ def executed_statements(keep: Callable[[str], bool] = lambda statement: True) ->
         yield statements
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+
+
+def parse_record_text(text: str, path: str) -> Record:
+    """A record read from `text` as `--record` reads a JSON Lines file; `path` only locates points and
+    errors."""
+    builder = _Builder()
+    builder.add_text(text, path)
+    return builder.build()
 
 
 def status_names(column: ValueColumns) -> list[str]:

@@ -59,7 +59,7 @@ def block_after(doc: str, heading: str, fence: str, holding: str = "") -> str:
 
 
 def test_the_records_sample_of_evaluate_md_is_a_valid_record() -> None:
-    from gatecfg.records import parse_record_text
+    from helpers import parse_record_text
 
     record = parse_record_text(block_after("evaluate.md", "## Records", "json"), "sample.jsonl")
     reward, norm = record.column("rollout/raw_reward"), record.column("train/grad_norm")

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import parse_record_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatecfg.errors import EXIT_INPUT, InputError, Location
-from gatecfg.records import Record, parse_record_text, read_records
+from gatecfg.records import Record, read_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 

@@ -41,13 +41,6 @@ _DUPLICATE_HINT = (
 )
 
 
-def parse_record_text(text: str, path: str) -> Record:
-    """Parse one record file's text; `path` is only used to locate points and errors."""
-    builder = _Builder()
-    builder.add_text(text, path)
-    return builder.build()
-
-
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
