@@ -3,11 +3,14 @@ inputs whose shape would make the reading slow; each an exit 2 naming the file."
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
 import pytest
 from helpers import lines_run, run_cli, special_file, write_score_record
+
+import gatecfg
 
 TEST = "t.py"
 GATES = "test: t.py\ngates:\n  loss:\n    steps: last\n    constraint: {rel_up: 0.5}\n    enforce: true\n"
@@ -58,7 +61,7 @@ def test_a_wide_wandb_header_over_short_rows_reads_in_work_proportional_to_its_s
     header = "_step,loss," + ",".join(f"m{i}" for i in range(200_000))
     path = tmp_path / "history.csv"
     path.write_text(header + "\n" + "".join(f"{i},1.0\n" for i in range(3000)), encoding="utf-8")
-    with lines_run(("/gatecfg/", "/csv.py"), budget=path.stat().st_size):
+    with lines_run(gatecfg, csv, budget=path.stat().st_size):
         code, first = _evaluate(gates, path, tmp_path)
     assert code == 3, first  # read and judged; the store does not exist yet
     assert "no history store" in first
