@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-SHELLS = ("bash", "zsh", "fish")
 PROG = "gatecfg"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cli, score_gates, table
 
 import gatecfg
 from gatecfg.errors import InputError
@@ -136,3 +137,98 @@ def test_valid_labels_and_meta_are_stored(gates: Path) -> None:
     )
     assert report.run.written
     assert report.series == {"hw": "h100", "empty": ""}
+
+
+@pytest.mark.parametrize("reason", ["", "  ", "a\x00b"], ids=["empty", "blank", "nul"])
+def test_the_api_refuses_a_blank_or_unprintable_override_and_writes_nothing(
+    tmp_path: Path, reason: str
+) -> None:
+    gates = score_gates(tmp_path, "")
+    with pytest.raises(InputError, match="write_override"):
+        gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, 0.5)]}, gates=gates, db=str(tmp_path / "h.db"),
+                         write=True, write_override=reason)  # fmt: skip
+    assert not (tmp_path / "h.db").exists()
+
+
+API_CASES = [
+    ("int-name", {5: [(0, 0.5)]}, {}, "RecordError", "a metric name is 5 (int), not a string"),
+    ("none-name", {None: [(0, 0.5)]}, {}, "RecordError", "a metric name is None (NoneType), not a string"),
+    ("bytes-name", {b"eval/score": [(0, 0.5)]}, {}, "RecordError", "(bytes), not a string"),
+    ("none-points", {"eval/score": None}, {}, "RecordError", "eval/score: the points are None"),
+    ("int-points", {"eval/score": 3}, {}, "RecordError", "the points are 3, not a sequence"),
+    ("str-points", {"eval/score": "0.5"}, {}, "RecordError", "the points are '0.5', not a sequence"),
+    ("dict-points", {"eval/score": {0: 0.5}}, {}, "RecordError", "not a sequence of (step, value) pairs"),
+    ("none-point", {"eval/score": [None]}, {}, "RecordError", "point 1 is None, not a (step, value) pair"),
+    ("triple", {"eval/score": [(0, 1, 2)]}, {}, "RecordError", "not a (step, value) pair"),
+    ("fractional-step", {"eval/score": [(0.5, 0.5)]}, {}, "RecordError", "step is 0.5, not a whole number"),
+    ("np-bool-step", {"eval/score": [("np.bool_", 0.5)]}, {}, "RecordError", "not a whole number"),
+    ("np-bool-value", {"eval/score": [(0, "np.bool_")]}, {}, "InputError", "not a number"),
+    ("bool-value", {"eval/score": [(0, True)]}, {}, "InputError", "is true, not a number"),
+    ("complex-value", {"eval/score": [(0, 1j)]}, {}, "InputError", "not a number"),
+    ("commit-int", {"eval/score": [(0, 0.5)]}, {"commit": 5}, "InputError", "--commit: error: 5 is int"),
+    ("run-id-int", {"eval/score": [(0, 0.5)]}, {"run_id": 5}, "InputError", "--run-id: error: 5 is int"),
+    ("branch-bytes", {"eval/score": [(0, 0.5)]}, {"branch": b"main"}, "InputError", "is bytes, not a string"),
+    ("label-int", {"eval/score": [(0, 0.5)]}, {"series": {"gpu": 8}}, "InputError", "8 is int, not a string"),
+    ("gates-int", {"eval/score": [(0, 0.5)]}, {"gates": 5}, "InputError", "gates: error: 5 is int"),
+    ("db-int", {"eval/score": [(0, 0.5)]}, {"db": 5}, "InputError", "db: error: 5 is int"),
+    ("nfd-and-nfc", {"eval/caf\u00e9": [(0, 0.5)], "eval/cafe\u0301": [(0, 0.6)]}, {}, "RecordError",
+     "step 0 is logged twice"),
+]  # fmt: skip
+
+
+def _numpy_values(points: dict[object, object]) -> dict[object, object]:
+    import numpy as np
+
+    def swap(x: object) -> object:
+        return np.bool_(True) if x == "np.bool_" else x
+
+    return {
+        name: [tuple(swap(x) for x in pair) if isinstance(pair, tuple) else pair for pair in pts]
+        if isinstance(pts, list)
+        else pts
+        for name, pts in points.items()
+    }
+
+
+@table(("points", "kwargs", "error", "words"), API_CASES)
+def test_every_bad_api_input_is_an_input_error_with_the_clis_message(
+    tmp_path: Path, points: dict[object, object], kwargs: dict[str, object], error: str, words: str
+) -> None:
+    gates = score_gates(tmp_path, "")
+    call: dict[str, object] = {"gates": gates, "db": str(tmp_path / "h.db"), "write": True, **kwargs}
+    with pytest.raises(InputError) as caught:
+        gatecfg.evaluate("tests/t_ci.py", _numpy_values(points), **call)  # type: ignore[arg-type]
+    assert type(caught.value).__name__ == error
+    assert words in str(caught.value)
+    assert not (tmp_path / "h.db").exists()
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["np.float64(2.0)", "np.float32(2.0)", "np.int64(2)", "np.uint8(2)", "2.0"],
+)
+def test_a_whole_number_step_of_any_numeric_type_is_a_step(tmp_path: Path, step: str) -> None:
+    import numpy as np
+
+    gates = score_gates(tmp_path, "")
+    (gates / "t.yaml").write_text("test: tests/t_ci.py\ngates:\n  eval/score:\n    steps: [2]\n")
+    given = eval(step, {"np": np})  # the parametrized spellings above
+    report = gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(given, 0.5)]}, gates=gates,
+                              db=str(tmp_path / "h.db"), write=True)  # fmt: skip
+    assert report.run.written
+    assert [v.step for r in report.results for v in r] == [2]
+
+
+def test_a_400_digit_integer_is_judged_as_the_cli_judges_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gates = score_gates(tmp_path, "")
+    db = str(tmp_path / "a.db")
+    api = gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, 10**400)]}, gates=gates, db=db, write=True)
+    (tmp_path / "big.jsonl").write_text('{"_step": 0, "eval/score": ' + "1" + "0" * 400 + "}\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", "big.jsonl", "--db", "c.db"]
+    cli = run_cli(*argv, "--write", "--format", "json")
+    assert cli.code == api.exit_code
+    [verdict] = json.loads(cli.out)["verdicts"]
+    assert [v.status for r in api.results for v in r] == [verdict["status"]]

@@ -1,4 +1,4 @@
-"""Attribution under heavy tails (issue 26, item 1): among the steps of a fired statistic, a clean step is
+"""Attribution under heavy tails: among the steps of a fired statistic, a clean step is
 blamed with probability at most 5% also when the noise has heavier tails than the normal (benchmarks/
 attribution.py measures it for every noise family)."""
 

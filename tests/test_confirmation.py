@@ -1,4 +1,4 @@
-"""Confirmation (issue 36, item 3): a CI job that can run a test again asks gatecfg to judge both runs of the
+"""Confirmation: a CI job that can run a test again asks gatecfg to judge both runs of the
 same code together (`evaluate --record A --confirm-with B`, the API's `confirm_with`): a gate fails the job
 only where both runs fail it; one slow run is reported and not failing."""
 

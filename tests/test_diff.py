@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -479,3 +480,41 @@ def test_every_gatecfg_command_of_the_github_actions_example_parses() -> None:
     for command in commands:
         build_parser().parse_args(command[1:])  # an invalid option raises InputError
     assert "--write" in commands[2]
+
+
+def test_an_unknown_remote_branch_gets_a_fetch_that_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No remote `origin`: the hint never spells `origin/origin/main`."""
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    result = run_cli("diff", "--base", "origin/main")
+    assert result.code == 2
+    assert "origin/origin" not in result.err
+    assert (
+        "this clone has no git remote: `git remote add origin URL`, then `git fetch --depth=1 origin main`"
+        in result.err
+    )
+    git(repo, "remote", "add", "upstream", "https://example.com/x.git")
+    other = run_cli("diff", "--base", "origin/main")
+    assert "origin/origin" not in other.err
+    assert (
+        "`origin` is not a remote of this clone (remotes: upstream): `git fetch --depth=1 upstream main`, "
+        "then pass `--base upstream/main`" in other.err
+    )
+
+
+def test_the_pull_request_that_adds_gates_lists_them_as_added_without_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "before gatecfg")
+    shutil.copytree(REPO / "gates", repo / "gates")
+    monkeypatch.chdir(repo)
+    result = run_cli("diff", "--base", "main")
+    assert (result.code, result.err) == (0, "")
+    assert re.search(r"0 cause\(s\) re-key 0 gate\(s\); \d+ gate\(s\) added, 0 removed", result.out)

@@ -1,4 +1,5 @@
-"""The examples in docs/ are real: every YAML block validates, and the documented precedence is the code's."""
+"""The examples in docs/ are real: every YAML block validates, and the documented precedence is the code's;
+the docs the hook definitions link exist, and the README says what the tests need of PostgreSQL."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def block_after(doc: str, heading: str, fence: str, holding: str = "") -> str:
 
 
 def test_the_records_sample_of_evaluate_md_is_a_valid_record() -> None:
-    from gatecfg.records import parse_record_text
+    from helpers import parse_record_text
 
     record = parse_record_text(block_after("evaluate.md", "## Records", "json"), "sample.jsonl")
     reward, norm = record.column("rollout/raw_reward"), record.column("train/grad_norm")
@@ -145,3 +146,16 @@ def test_the_module_map_of_index_md_lists_each_module_once_and_only_real_ones() 
     listed = re.findall(r"^\| `(gatecfg/[^`]*)` \|", (REPO / "docs" / "index.md").read_text(), re.MULTILINE)
     assert len(listed) == len(set(listed))
     assert [name for name in listed if not (REPO / name).exists()] == []
+
+
+def test_every_docs_link_in_the_hook_definitions_exists() -> None:
+    text = (REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    linked = re.findall(r"docs/[\w./-]+\.md", text)
+    assert linked
+    for path in linked:
+        assert (REPO / path).is_file(), path
+
+
+def test_the_readme_says_the_test_database_role_must_create_databases() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"GATECFG_TEST_PG_URL[^\n]*\n?[^\n]*(CREATEDB|create databases)", readme)

@@ -1,5 +1,7 @@
-"""Values near the float maximum (a diverged run at 1.8e308): every statistic of a window stays finite
-where it is, and every command that reads such a history judges or reports it (never exit 70)."""
+"""Values near the float maximum (a diverged run at 1.8e308) and absurd nights: every statistic of a window
+stays finite where it is, an absurd night in the window neither blinds the budget rule nor crashes it (a
+window whose arithmetic overflows is unusable, never a pass), and every command that reads such a history
+judges or reports it (never exit 70)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import run_cli
+from test_budget import TEST as BUDGET_TEST
+from test_budget import record, write_gates
+from test_lone_step import quiet_window
 
 from gatecfg import moments
 from gatecfg.band import band, bulk_bands
-from gatecfg.budget import decide
+from gatecfg.budget import Null, UnusableWindowError, decide
 from gatecfg.models import Constraint
 
 BIG = 1.7976931348623157e308
@@ -245,3 +250,59 @@ def test_evaluate_passes_the_usual_level_after_a_night_at_1e300_on_an_open_side(
     [verdict] = json.loads(result.out)["verdicts"]
     assert (result.code, verdict["status"]) == (0, "pass"), verdict
     assert verdict["ref"] == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("absurd", [1e300, 1e-300], ids=["1e300", "1e-300"])
+def test_an_absurd_night_in_the_window_neither_passes_a_shift_nor_fails_a_clean_night(absurd: float) -> None:
+    # Nine nights near 1.0 and one absurd one: before, the absurd night's clipped statistics widened
+    # every threshold past what any night can reach, and a run at 5.0 on every step passed.
+    window = quiet_window(20, 10, seed=8, log=False)[:, 1:]
+    window[:, 3] = absurd
+    clean = quiet_window(20, 0, seed=9, log=False)[:, 0]
+
+    shifted = decide(np.full(20, 5.0), window, direction="up", alpha=0.01)
+    null = Null.of(window, direction="up", alpha=0.01, trials=None)
+    [(_, side)] = null.sides
+    every_step = null.statistics(null.standardise(np.full(20, 5.0)), side)
+
+    assert shifted.fired
+    assert every_step.severity[0] > 1.0  # the mean over all steps fires, not only the lone step
+    assert not decide(clean, window, direction="up", alpha=0.01).fired
+
+
+def test_a_window_whose_values_overflow_is_unusable_not_a_pass() -> None:
+    window = 1e308 * np.sign(np.random.default_rng(1).standard_normal((20, 10)))
+
+    with pytest.raises(UnusableWindowError, match=r"cannot be computed|too large"):
+        Null.of(window, direction="up", alpha=0.01, trials=None)
+
+
+def test_evaluate_judges_a_gate_over_a_history_at_1e308(tmp_path: Path) -> None:
+    # Before: numpy's LinAlgError out of the budget rule, exit 70 on the sixth `evaluate --write`; then
+    # an error verdict. The rule judges the window scaled by a power of two (`budget.decide`).
+    gates = write_gates(tmp_path, enforce=True)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    signs = np.sign(np.random.default_rng(2).standard_normal((8, 20)))
+    args = ("evaluate", "--gates", gates, "--test", BUDGET_TEST, "--db", db)
+    for night, values in enumerate(1e308 * signs[:-1]):
+        written = run_cli(
+            *args, "--record", record(tmp_path / "r.jsonl", values), "--write", "--run-id", f"n{night}"
+        )
+        assert written.code == 0, written.err
+
+    result = run_cli(*args, "--record", record(tmp_path / "r.jsonl", 1e308 * signs[-1]), "--format", "json")
+
+    report = json.loads(result.out)
+    [gate] = report["gates"]
+    assert (result.code, gate["status"]) == (0, "pass")
+    assert {v["status"] for v in report["verdicts"]} == {"pass"}
+
+
+def test_an_absurd_night_in_a_single_steps_window_does_not_pass_a_fivefold_value() -> None:
+    # A single step keeps the metric's own tails in its past spread (clipped only at ABSURD_MADS): real
+    # nights 5-10 robust spreads out stay in it, a night at 1e300 does not widen it out of reach.
+    window = quiet_window(1, 10, seed=13, log=False)[:, 1:]
+    window[0, 4] = 1e300
+
+    assert decide(np.array([5.0]), window, direction="up", alpha=0.01).fired
+    assert not decide(np.array([1.0]), window, direction="up", alpha=0.01).fired

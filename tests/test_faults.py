@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from helpers import run_cli, subprocess_env
+from helpers import run_cli, score_gates, subprocess_env
 
+import gatecfg
 from gatecfg.store import Store
 
 TEST = "tests/e2e/test_faults_ci.py"
@@ -328,3 +329,59 @@ def test_a_locked_sqlite_file_exits_3_after_its_timeout_and_the_next_run_succeed
     code, err, _ = _evaluate(gates, record, db, "locked")
     assert code == 0, err
     assert _counts(f"sqlite:///{path}", "locked") == (1, 4, 2 * POINTS_PER_RUN, 2)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder this process cannot write: a read-only tmpfs mount as root (root writes through any mode
+    bits), its mode bits otherwise. The store is copied in first by `put`."""
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        yield folder
+        folder.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "none", str(folder)], capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("root cannot mount a tmpfs here to make a read-only folder")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def _make_read_only(folder: Path) -> None:
+    import subprocess
+
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+
+
+def test_a_store_on_a_read_only_folder_serves_a_plain_evaluate(
+    tmp_path: Path, read_only_folder: Path
+) -> None:
+    import shutil
+
+    gates = score_gates(tmp_path, "  min_history: 1\n")
+    db = tmp_path / "h.db"
+    for night, score in enumerate([0.5, 0.52, 0.48]):
+        gatecfg.evaluate("tests/t_ci.py", {"eval/score": [(0, score)]}, gates=gates, db=str(db), write=True,
+                         run_id=f"n{night}")  # fmt: skip
+    shutil.copy(db, read_only_folder / "h.db")
+    _make_read_only(read_only_folder)
+    (tmp_path / "bad.jsonl").write_text('{"_step": 0, "eval/score": 0.1}\n')
+    stored = f"sqlite:///{read_only_folder / 'h.db'}"
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--db", stored, "--format", "json"]
+    good = run_cli(*argv, "--record", tmp_path / "r.jsonl")
+    assert good.code == 0, good.err
+    [verdict] = json.loads(good.out)["verdicts"]
+    assert (verdict["status"], verdict["n"]) == ("pass", 3)  # judged against the stored nights, not cold
+    bad = run_cli(*argv, "--record", tmp_path / "bad.jsonl")
+    assert json.loads(bad.out)["verdicts"][0]["status"] == "fail"
+    written = run_cli(*argv, "--record", tmp_path / "r.jsonl", "--write")
+    assert written.code == 3  # a write still needs a writable store, and says so
+    assert sorted(p.name for p in read_only_folder.iterdir()) == ["h.db"]

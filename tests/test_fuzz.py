@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import parse_record_text, run_cli
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gatecfg.errors import InputError, Problem
-from gatecfg.records import parse_record_text
 from gatecfg.report.as_json import dumps_indented
 from gatecfg.yamlio import load_yaml
 

@@ -1,6 +1,6 @@
 """`gatecfg import`: CSV and JSON Lines exports backfill history keyed like `evaluate --write`.
 
-Also home of the "done means" history of issue 6 (`write_scenario`), which the regimes, rebaseline and
+Also home of the shared imported history (`write_scenario`), which the regimes, rebaseline and
 report tests import: five regimes over 348 nightlies, opened by four merges.
 """
 
@@ -11,7 +11,6 @@ import json
 import math
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -531,21 +530,27 @@ def test_runs_of_hundreds_of_steps_store_every_value_through_multi_row_inserts(t
 
 
 def test_runs_made_ahead_come_in_order_while_the_thread_stays_at_most_depth_ahead() -> None:
+    # No sleep: for each item the caller takes, it waits until the thread has made all it may (the two
+    # queued and the one it blocks on putting), then counts what was made.
     made: list[int] = []
+    changed = threading.Condition()
     taken: list[tuple[int, int]] = []
 
     def blocks() -> Iterator[int]:
         for n in range(20):
-            made.append(n)
+            with changed:
+                made.append(n)
+                changed.notify_all()
             yield n
 
     for n in made_ahead(blocks(), 2):
-        time.sleep(0.002)  # the thread makes what it may meanwhile
-        taken.append((n, len(made)))
+        ahead = min(n + 4, 20)
+        with changed:
+            assert changed.wait_for(lambda ahead=ahead: len(made) >= ahead, timeout=60)
+            taken.append((n, len(made)))
     assert [n for n, _ in taken] == list(range(20))
-    # Taken, queued (2) and the one being made: never more; and made while the caller worked.
-    assert all(n < seen <= n + 4 for n, seen in taken)
-    assert any(seen > n + 1 for n, seen in taken)
+    # Taken, queued (2) and the one being made: never more, and exactly that while the caller works.
+    assert taken == [(n, min(n + 4, 20)) for n in range(20)]
 
 
 def test_an_error_making_the_runs_is_raised_where_they_are_written() -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_cli
+import ruamel.yaml
+from helpers import REPO, lines_run, run_cli, score_gates
+
+import gatecfg
+from gatecfg.models import _steps
 
 BASE = "version: 1\ndefaults:\n  train/grad_norm: {steps: all, constraint: {rel_up: 0.5}}\n"
 GOOD = "test: tests/{name}.py\ngates:\n  train/grad_norm:\n"
@@ -365,3 +370,114 @@ def test_each_error_is_reported_once_however_the_paths_overlap() -> None:
 def test_gates_option_names_the_root_explicitly() -> None:
     result = run_cli("lint", "--gates", "ci/gates", "ci/gates/nested/deep/x.yaml")
     assert (result.code, result.out) == (0, "")
+
+
+def _steps_file(root: Path, n: int, *, flow: bool) -> None:
+    steps = "[" + ", ".join(map(str, range(n))) + "]" if flow else "".join(f"\n      - {i}" for i in range(n))
+    (root / "gates" / "t.yaml").write_text(
+        f"test: tests/t_ci.py\ngates:\n  eval/score:\n    steps: {steps}\n    constraint: {{rel_down: 0.1}}\n"
+    )
+
+
+def _lint_lines(root: Path) -> int:
+    """The Python lines gatecfg and ruamel.yaml run to lint the tree under `root`: a count of work that
+    does not depend on how loaded the machine is."""
+    with lines_run(gatecfg, ruamel.yaml) as counted:
+        result = run_cli("lint", "--gates", root / "gates")
+    assert result.code == 0, result.out
+    return counted[0]
+
+
+@pytest.mark.parametrize("flow", [False, True], ids=["block-list", "flow-list"])
+def test_a_long_steps_list_lints_in_work_linear_in_its_length(tmp_path: Path, flow: bool) -> None:
+    score_gates(tmp_path, "")
+    _steps_file(tmp_path, 2_000, flow=flow)
+    small = _lint_lines(tmp_path)
+    _steps_file(tmp_path, 16_000, flow=flow)
+    large = _lint_lines(tmp_path)
+    # Eight times the steps: linear work runs about eight times the lines (7.9 today), a quadratic path
+    # 64 times.
+    assert large < 12 * small
+
+
+def test_each_step_of_a_long_list_is_checked_against_those_before_it_without_comparing_them() -> None:
+    # The duplicate check compares a step with every one before it when it keeps them in a list (a list's
+    # `in` runs in C, so no line count sees it): a 150,000-step list took minutes. Counted here through
+    # the steps' own `__eq__`.
+    compared = [0]
+
+    class CountedStep(int):
+        def __eq__(self, other: object) -> bool:
+            compared[0] += 1
+            return int(self) == other
+
+        __hash__ = int.__hash__
+
+    steps = _steps([CountedStep(step) for step in range(20_000)])
+    assert compared[0] < 20_000  # a list's `in` would make 2e8 comparisons
+    assert steps == tuple(range(20_000))
+
+
+def test_a_step_listed_twice_in_a_long_list_is_named_at_its_line(tmp_path: Path) -> None:
+    score_gates(tmp_path, "")
+    _steps_file(tmp_path, 1000, flow=False)
+    path = tmp_path / "gates" / "t.yaml"
+    path.write_text(path.read_text().replace("      - 999\n", "      - 999\n      - 7\n"))
+    result = run_cli("lint", "--gates", tmp_path / "gates")
+    assert result.code == 2
+    assert "t.yaml:1005:9: error: gates.eval/score.steps[1000]: step 7 is listed twice" in result.out
+
+
+def _special(kind: str, path: Path, outside: Path) -> None:
+    import socket
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()
+    elif kind == "device-link":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo-link":
+        os.mkfifo(outside / "f.yaml")
+        path.symlink_to(outside / "f.yaml")
+    elif kind == "folder-link-out":
+        (outside / "more").mkdir()
+        (outside / "more" / "x.yaml").write_text("test: tests/x_ci.py\ngates:\n  eval/score:\n")
+        path.symlink_to(outside / "more")
+
+
+LINT_SPECIAL = [
+    ("fifo", "gates/odd.yaml", "is a named pipe (FIFO), not a YAML file"),
+    ("socket", "gates/odd.yaml", "is a socket, not a YAML file"),
+    ("device-link", "gates/odd.yaml", "is a link to /dev/zero, outside the gates root"),
+    ("fifo-link", "gates/odd.yaml", "outside the gates root"),
+    ("folder-link-out", "gates/more", "is a link to the folder"),
+]
+
+
+@pytest.mark.parametrize(("kind", "where", "words"), LINT_SPECIAL, ids=[c[0] for c in LINT_SPECIAL])
+def test_lint_refuses_what_is_no_gate_file_it_may_read_rather_than_skip_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, where: str, words: str
+) -> None:
+    score_gates(tmp_path, "")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _special(kind, tmp_path / where, outside)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "--gates", "gates")
+    assert result.code == 2
+    assert f"{where}: error: " in result.out or f"{where}:1:1: error: " in result.out
+    assert words in result.out
+
+
+def test_lint_of_a_fifo_given_by_name_is_an_error_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    score_gates(tmp_path, "")
+    os.mkfifo(tmp_path / "gates" / "odd.yaml")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "gates/odd.yaml")
+    assert result.code == 2
+    assert "gates/odd.yaml: error: is a named pipe (FIFO), not a YAML file" in result.out

@@ -1,4 +1,4 @@
-"""Baselines that live through real histories (issue 24): trust per gate, a stale baseline named,
+"""Baselines that live through real histories: trust per gate, a stale baseline named,
 missing steps, a sustained shift named and followed, and no silent write under another test's run id."""
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cli, score_gates
 from pydantic import BaseModel, ValidationError
 
 from gatecfg.models import BaseFile, Constraint, GateFile, GateSpec, Limits, Policy, Rule
@@ -229,3 +231,33 @@ def test_rules_take_lists_and_refuse_an_empty_require() -> None:
     assert (rule.require, rule.when) == (("m",), "gated")
     assert error_types(Rule, {"name": "r", "require": []}) == ["too_short"]
     assert error_types(Rule, {"name": "r", "require": ["m"], "when": "sometimes"}) == ["literal_error"]
+
+
+NFD = "eval/cafe\u0301"
+
+
+NFC = "eval/caf\u00e9"
+
+
+SPEC = "    steps: last\n    constraint: {rel_down: 0.1}\n"
+
+
+@pytest.mark.parametrize(
+    "gate_file",
+    [
+        f"test: tests/t_ci.py\ngates:\n  {NFD}:\n{SPEC}",
+        f"test: tests/t_ci.py\ngates:\n  {NFC}:\n{SPEC}  {NFD}:\n",
+        f"test: tests/t_ci.py\ngates:\n  eval/score:\n  {NFD}:\n{SPEC}",
+    ],
+    ids=["nfd-alone", "nfc-and-nfd", "nfd-beside-another"],
+)
+def test_a_metric_name_in_decomposed_unicode_is_a_lint_error_naming_its_nfc_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate_file: str
+) -> None:
+    score_gates(tmp_path, "")
+    (tmp_path / "gates" / "t.yaml").write_text(gate_file)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "--gates", "gates")
+    assert result.code == 2
+    assert "is spelled in decomposed Unicode" in result.out
+    assert f"write it as `{NFC}` (NFC)" in result.out

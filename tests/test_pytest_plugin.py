@@ -8,7 +8,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import REPO, run_cli
+from helpers import REPO, run_cli, score_gates
+from test_write_policy import CIRCLE_FEATURE
 
 import gatecfg
 from gatecfg.store import Store
@@ -370,3 +371,39 @@ def test_a_refused_write_is_said_once_and_the_runs_are_judged_on_their_verdicts(
     assert "wrote 0 run(s) into history (the write was refused, above)" in out
     assert "enforced gate failed (tests/e2e/test_regressed_ci.py)" in out
     assert _stored(project) == before
+
+
+def test_the_pytest_plugin_refuses_a_write_on_a_circleci_feature_branch(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    score_gates(pytester.path, "  write: {branches: [main]}\n")
+    (pytester.path / "gates" / "t.yaml").write_text("test: tests/test_x_ci.py\ngates:\n  eval/score:\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_x_ci.py").write_text(
+        "def test_x(gate_metrics):\n    gate_metrics.log('eval/score', 0, 0.5)\n"
+    )
+    for key, value in CIRCLE_FEATURE.items():
+        monkeypatch.setenv(key, value)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--gatecfg-gates", "gates", "--gatecfg-write", "--gatecfg-db", "h.db",
+        "tests",
+    )  # fmt: skip
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*may not write a baseline: the branch is `feat`*"])
+    assert not (pytester.path / "h.db").exists()
+
+
+def test_the_pytest_plugin_turns_a_bad_metric_name_into_the_clis_message(pytester: pytest.Pytester) -> None:
+    score_gates(pytester.path, "")
+    (pytester.path / "gates" / "t.yaml").write_text("test: tests/test_x_ci.py\ngates:\n  eval/score:\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_x_ci.py").write_text(
+        "def test_x(gate_metrics):\n    gate_metrics.log(5, 0, 0.5)\n"
+    )
+    options = ["--gatecfg-gates", "gates", "--gatecfg-db", "h.db"]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *options, "tests")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*gatecfg: <logged metrics>: error: a metric name is 5 (int), not a string*"]
+    )
+    assert "Traceback" not in result.stdout.str()

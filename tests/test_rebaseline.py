@@ -11,13 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import run_cli, score_gates, table
 from test_import import EVAL, GATE_FILE, REWARD, TEST, Scenario, import_scenario, write_scenario
 from test_regimes import _steps_gates, _store_steps
 
+import gatecfg
 from gatecfg.analysis import limits_edit
 from gatecfg.analysis.limits_edit import COMMENT_PREFIX, LimitsEdit, apply_edit, write_limits
 from gatecfg.analysis.rebaseline import outward
+from gatecfg.errors import InputError
 from gatecfg.resolve import load_tree
 
 NUMBER = re.compile(r"\d+\.\d+")
@@ -328,3 +330,52 @@ def test_a_drifting_current_regime_gets_no_limits_and_the_reason_in_one_line(tmp
     assert "limits  " not in result.out
     chosen = run_cli(*args, "--db", db, "--last", "10", "--format", "json")
     assert json.loads(chosen.out)["gates"][0]["new"]  # runs chosen by hand: the proposal is made
+
+
+MERGED_LIMITS = [
+    ("block-merge-in-limits", "  o:\n    limits: &l {min: 0.1}\n  m:\n    limits:\n      <<: *l\n"
+     "      max: 5\n", {"min": 0.4}, "t.yaml:6:5", "take `min` through a `<<` merge key"),
+    ("block-merge-edit-own-side", "  o:\n    limits: &l {min: 0.1}\n  m:\n    limits:\n      <<: *l\n"
+     "      max: 5\n", {"max": 6.0}, "t.yaml:6:5", "take `min` through a `<<` merge key"),
+    ("flow-merge-in-limits", "  o:\n    limits: &l {min: 0.1, max: 2}\n  m:\n    limits: {<<: *l}\n",
+     {"min": 0.4, "max": 3.0}, "t.yaml:6:5", "take `min`, `max` through a `<<` merge key"),
+    ("merge-list-in-limits", "  o:\n    limits: &a {min: 0.1}\n  p:\n    limits: &b {max: 2}\n  m:\n"
+     "    limits: {<<: [*a, *b]}\n", {"min": 0.4}, "t.yaml:8:5", "through a `<<` merge key"),
+    ("anchored-number", "  o:\n    limits: {min: &n 0.1}\n  m:\n    limits: {min: *n}\n", {"min": 0.4},
+     "t.yaml:4:19", "cannot edit the value here in place"),
+]  # fmt: skip
+
+
+@table(("gates", "new", "where", "words"), MERGED_LIMITS)
+def test_limits_that_come_through_a_merge_key_are_an_input_error_at_their_line(
+    gates: str, new: dict[str, float], where: str, words: str
+) -> None:
+    from gatecfg.analysis.limits_edit import LimitsEdit, apply_edit
+
+    text = f"test: t\ngates:\n{gates}"
+    with pytest.raises(InputError) as caught:
+        apply_edit(text, "t.yaml", LimitsEdit("m", new, "e"))
+    assert str(caught.value).startswith(f"{where}: error: ")
+    assert words in str(caught.value)
+
+
+def test_rebaseline_write_of_merged_limits_exits_2_and_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gates = score_gates(tmp_path, "  min_history: 1\n")
+    (gates / "t.yaml").write_text(
+        "test: tests/t_ci.py\ngates:\n  eval/other:\n    steps: last\n    constraint: {rel_down: 0.5}\n"
+        "    limits: &l {min: 0.1}\n  eval/score:\n    limits:\n      <<: *l\n      max: 5\n"
+    )
+    before = (gates / "t.yaml").read_text()
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    for night in range(6):
+        points = {"eval/score": [(0, 0.4 + night / 20)], "eval/other": [(0, 0.5)]}
+        gatecfg.evaluate("tests/t_ci.py", points, gates=gates, db=db, write=True, run_id=f"n{night}")
+    result = run_cli("rebaseline", "--test", "tests/t_ci.py", "--metric", "eval/score", "--gates", gates,
+                     "--db", db, "--write")  # fmt: skip
+    assert result.code == 2
+    assert "t.yaml:8:5: error: gates.eval/score.limits: these limits take `min` through a `<<` merge key" in (
+        result.err
+    )
+    assert (gates / "t.yaml").read_text() == before

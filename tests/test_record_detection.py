@@ -9,8 +9,11 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import event_file, run_cli, score_gates, write_score_record
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import gatecfg
 from gatecfg.records import read_records
 
 TEST = "t.py"
@@ -122,3 +125,57 @@ def test_a_metric_logged_in_decomposed_unicode_is_judged_under_its_composed_gate
         "the record logs `eval/caf\u00e9` decomposed (`eval/cafe\\u0301`); judged as the gate's composed "
         "`eval/caf\u00e9` (`eval/caf\\xe9`)"
     )
+
+
+def test_a_jsonl_file_that_mentions_brain_event_is_read_as_json_lines(tmp_path: Path) -> None:
+    from gatecfg.records.formats import sniff
+
+    for name, line in {
+        "a.jsonl": '{"_step": 0, "note": "brain.Event:2", "eval/score": 0.5}\n',
+        "b.jsonl": '{"brain.Event:": 1, "_step": 0, "eval/score": 0.5}\n',
+        "c.jsonl": '\n\n{"_step": 0, "x": "........brain.Event:"}\n',
+    }.items():
+        (tmp_path / name).write_text(line)
+        assert sniff(str(tmp_path / name)) == "jsonl", name
+
+
+def test_a_tensorboard_folder_under_a_folder_named_metrics_is_read_as_tensorboard(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from gatecfg.records.formats import sniff
+
+    logs = tmp_path / "metrics" / "runs"
+    logs.parent.mkdir()
+    event_file(logs, [0.5])
+    assert sniff(str(logs)) == "tensorboard"
+    score_gates(tmp_path, "")
+    assert write_score_record(tmp_path, logs).code == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=200), st.integers(0, 64))
+def test_no_text_sniffs_as_a_tensorboard_event_file_wherever_it_mentions_brain_event(
+    text: str, at: int
+) -> None:
+    from gatecfg.records.formats import _is_event_file
+
+    data = text.encode("utf-8")
+    head = data[:at] + b"brain.Event:2" + data[at:]
+    assert not _is_event_file(head)
+
+
+NFD = "eval/cafe\u0301"
+
+
+NFC = "eval/caf\u00e9"
+
+
+def test_a_record_that_logs_the_nfd_spelling_feeds_the_nfc_gate(tmp_path: Path) -> None:
+    gates = score_gates(tmp_path, "")
+    (gates / "t.yaml").write_text(
+        f"test: tests/t_ci.py\ngates:\n  {NFC}:\n    steps: last\n    constraint: {{rel_down: 0.1}}\n"
+    )
+    report = gatecfg.evaluate(
+        "tests/t_ci.py", {NFD: [(0, 0.5)]}, gates=gates, db=str(tmp_path / "h.db"), write=True
+    )
+    [result] = report.results
+    assert [v.value for v in result] == [0.5]  # not missing

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import event_file, run_cli, score_gates, table, write_score_record
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gatecfg
 from gatecfg.records import read_records
@@ -256,3 +258,92 @@ def test_a_damaged_event_file_is_an_error_at_its_record(tmp_path: Path, gates: P
         f"{event_file}:4: error: event record 4 is {damage}\n"
         "  hint: a writer killed mid-write, or a damaged copy; the run's metrics are not all there"
     )
+
+
+def _record_header(length: int) -> bytes:
+    import struct
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    header = struct.pack("<Q", length)
+    return header + struct.pack("<I", masked_crc32c(header))
+
+
+@pytest.mark.parametrize(
+    ("length", "words"),
+    [(2**62, "is truncated"), (2**64 - 1, "is truncated"), (10**9, "is truncated"), (5, "is truncated")],
+    ids=["2^62", "2^64-1", "1e9", "short"],
+)
+def test_a_tensorboard_record_length_past_the_end_of_the_file_is_a_truncated_record(
+    tmp_path: Path, length: int, words: str
+) -> None:
+    pytest.importorskip("tensorboard")
+    path = event_file(tmp_path / "tb", [0.5], _record_header(length) + b"ab")
+    result = write_score_record(tmp_path, tmp_path / "tb")
+    assert result.code == 2
+    assert f"{path}:3: error: event record 3 {words}" in result.err
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("abc", "string"), (b"\x00\x01", "string"), (1 + 2j, "complex"), (True, "boolean")],
+    ids=["str", "bytes", "complex", "bool"],
+)
+def test_a_tensorboard_scalar_that_is_no_number_is_an_error_at_its_record(
+    tmp_path: Path, value: object, kind: str
+) -> None:
+    pytest.importorskip("tensorboard")
+    path = event_file(tmp_path / "tb", [value])
+    result = write_score_record(tmp_path, tmp_path / "tb")
+    assert result.code == 2
+    assert f"{path}:2: error: eval/score: the scalar is a {kind} tensor, not a number" in result.err
+
+
+FORMAT_CASES = [
+    ("wandb-json-duplicate", "w.json", '[{"_step": 0, "eval/score": 9.0, "eval/score": 1.0}]',
+     "w.json:1: error: eval/score: key \"eval/score\" appears twice in one row"),
+    ("wandb-json-duplicate-later-row", "w.json",
+     '[\n  {"_step": 0, "eval/score": 0.5},\n  {"_step": 1,\n   "eval/score": 9.0, "eval/score": 1.0}\n]',
+     "w.json:4: error: eval/score: key \"eval/score\" appears twice"),
+    ("wandb-json-duplicate-step", "w.json", '[{"_step": 0, "_step": 1, "eval/score": 0.5}]',
+     "w.json:1: error: _step: key \"_step\" appears twice in one row"),
+    ("wandb-csv-duplicate-column", "w.csv", "_step,eval/score,eval/score\n0,9.0,1.0\n",
+     "w.csv:1: error: eval/score: column `eval/score` appears twice in the header (columns 2 and 3)"),
+    ("wandb-csv-duplicate-step-column", "w.csv", "_step,_step,eval/score\n0,1,0.5\n",
+     "w.csv:1: error: _step: column `_step` appears twice"),
+    ("wandb-csv-huge-field", "w.csv", "_step,eval/score,note\n0,0.5," + "a" * 200_000 + "\n",
+     "w.csv:2: error: malformed CSV: field larger than field limit (131072)"),
+    ("wandb-csv-nul", "w.csv", "_step,eval/score\n0,0.\x005\n",
+     'w.csv:2: error: eval/score: step 0 (the last logged step) is "0.\\u00005", not a number'),
+    ("jsonl-duplicate", "r.jsonl", '{"_step": 0, "eval/score": 9.0, "eval/score": 1.0}\n',
+     'r.jsonl:1: error: key "eval/score" appears twice in one JSON object'),
+]  # fmt: skip
+
+
+@table(("name", "text", "expected"), FORMAT_CASES)
+def test_a_record_that_would_lose_a_value_is_an_error_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str, expected: str
+) -> None:
+    score_gates(tmp_path, "")
+    (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(
+        "evaluate", "--gates", "gates", "--test", "tests/t_ci.py", "--record", name, "--db", "h.db"
+    )
+    assert result.code == 2
+    assert expected in result.err
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    key=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8).filter(
+        lambda k: k != "_step"
+    ),
+    rows=st.integers(0, 3),
+)
+def test_a_repeated_key_in_any_row_of_a_wandb_export_is_an_error_at_that_row(key: str, rows: int) -> None:
+    from gatecfg.records.formats import _line_of
+
+    good = "".join(f'  {{"_step": {i}, {json.dumps(key)}: 1.0}},\n' for i in range(rows))
+    text = f'[\n{good}  {{"_step": {rows}, {json.dumps(key)}: 9.0, {json.dumps(key)}: 1.0}}\n]'
+    assert _line_of(text, key) == rows + 2

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import parse_record_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatecfg.errors import EXIT_INPUT, InputError, Location
-from gatecfg.records import Record, parse_record_text, read_records
+from gatecfg.records import Record, read_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"
 
@@ -481,7 +482,8 @@ def test_invalid_utf8_names_line_and_character_column(tmp_path: Path, data: byte
 # --- properties -------------------------------------------------------------------------------------------
 
 # Metric names: any text, but "_"-prefixed keys are logger metadata and "step" is the step key of a row.
-# In NFC: a record reads every name in NFC, another spelling is the same metric (tests/test_hardening3.py).
+# In NFC: a record reads every name in NFC, another spelling is the same metric
+# (tests/test_record_detection.py).
 _METRICS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12).filter(
     lambda name: not name.startswith("_") and name != "step" and unicodedata.is_normalized("NFC", name)
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import status_names
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +180,7 @@ def test_a_backtest_shows_the_steps_where_a_run_fails_or_flips_against_the_recor
         (run.run_id, step): status
         for run in runs
         if key in run.values
-        for step, status in zip(run.values[key].steps.tolist(), run.values[key].status_list(), strict=True)
+        for step, status in zip(run.values[key].steps.tolist(), status_names(run.values[key]), strict=True)
     }
     replayed_prior = replay(prior, SERIES, runs, prior.policy)
     prior_statuses = {

@@ -1,4 +1,4 @@
-"""A failure on code that did not change (issue 36, item 2): a gate that fails on the commit (or the build
+"""A failure on code that did not change: a gate that fails on the commit (or the build
 label) of a stored run of the series that passed it, in the same environment, is reported as noise or
 the machine in every format; `policy.same_code` decides whether it fails the job."""
 

@@ -1,4 +1,4 @@
-"""Issue 11's classes, each covered as a class (docs/security.md states the guarantees):
+"""The security guarantees docs/security.md states, each covered as a class:
 
 1. an in-place edit changes no gate it does not name, and keeps the file's bytes, link and mode;
 2. names are data: every output escapes whatever a string holds, lint refuses control characters;

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import parse_record_text
 
 from gatecfg.errors import InputError, Location
 from gatecfg.models import Steps
-from gatecfg.records import Record, parse_record_text, read_records
+from gatecfg.records import Record, read_records
 from gatecfg.select import Selected, select
 
 FIXTURES = Path(__file__).parent / "fixtures" / "records"

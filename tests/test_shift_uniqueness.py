@@ -1,4 +1,4 @@
-"""An accepted shift is recorded once (issue 39): nightlies that accept the same shift, one after another
+"""An accepted shift is recorded once: nightlies that accept the same shift, one after another
 or at once, leave one active row (`uq_shifts_active`, revision 0008); a store that recorded one twice
 before upgrades to one active row, the duplicate undone and its values taken by the kept row."""
 

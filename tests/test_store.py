@@ -22,7 +22,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from helpers import executed_statements
+from helpers import executed_statements, status_names
 
 import gatecfg.store
 from gatecfg.errors import EXIT_STORE, StoreError
@@ -591,7 +591,7 @@ def test_run_values_reads_each_runs_columns_with_the_first_key_of_a_quantity_win
     assert column.values[0] == 1.0
     assert math.isnan(column.values[1])
     assert column.values[2] == 6.0
-    assert column.status_list() == ["pass", "pass", "pass"]
+    assert status_names(column) == ["pass", "pass", "pass"]
     assert second == {}
     [(_, grad)] = [(row, values) for row, values in store.run_values(test=TEST, metrics=[GRAD_NORM.metric])][
         1:
@@ -618,15 +618,15 @@ def test_run_values_reads_the_statuses_of_the_metrics_asked_for_only(store: Stor
     [(_, none)] = store.run_values(test=TEST, metrics=metrics, statuses=())
     [(_, every)] = store.run_values(test=TEST, metrics=metrics)
 
-    assert some[REWARD.metric, '"all"'].status_list() == ["fail", "error"]
+    assert status_names(some[REWARD.metric, '"all"']) == ["fail", "error"]
     assert some[GRAD_NORM.metric, '"all"'].statuses is None
     assert all(column.statuses is None for column in none.values())
-    assert every[GRAD_NORM.metric, '"all"'].status_list() == ["tracked"]
+    assert status_names(every[GRAD_NORM.metric, '"all"']) == ["tracked"]
     for read in (some, none, every):
         assert repr(read[REWARD.metric, '"all"'].values.tolist()) == "[1.0, nan]"
         assert read[GRAD_NORM.metric, '"all"'].steps.tolist() == [3]
     with pytest.raises(ValueError, match="not read"):
-        none[REWARD.metric, '"all"'].status_list()
+        status_names(none[REWARD.metric, '"all"'])
 
 
 def test_run_values_reads_in_batches_sized_by_rows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import count, run_cli, subprocess_env
+from helpers import count, run_cli, score_gates, subprocess_env, table
 
 TEST = "t.py"
 METRIC = "eval/caf\u00e9"  # not ASCII
@@ -145,3 +145,60 @@ def test_a_step_summary_that_is_a_fifo_nobody_reads_does_not_hold_the_job(projec
     assert done.returncode == 0, done.stderr
     assert "GITHUB_STEP_SUMMARY=" in done.stderr
     assert "cannot append the markdown summary" in done.stderr
+
+
+DSNS = [
+    ("keywords", "host=127.0.0.1 port=1 user=u password=hunter2 dbname=d",
+     "postgresql+psycopg://u:hunter2@127.0.0.1:1/d"),
+    ("quoted-password", "dbname=d host=h password='hun ter2' user=u",
+     "postgresql+psycopg://u:hun%20ter2@h/d"),
+    ("options-kept", "host=h dbname=d sslmode=require connect_timeout=3",
+     "postgresql+psycopg://h/d?connect_timeout=3&sslmode=require"),
+    ("spaces-around-equals", "  host = h  dbname = d", "postgresql+psycopg://h/d"),
+    ("hostaddr", "hostaddr=10.0.0.1 dbname=d", "postgresql+psycopg://10.0.0.1/d"),
+]  # fmt: skip
+
+
+@table(("dsn", "url"), DSNS)
+def test_a_libpq_keyword_dsn_is_the_postgresql_database_it_names(dsn: str, url: str) -> None:
+    from gatecfg.settings import db_url
+
+    assert db_url(dsn) == url
+    assert db_url("history.db") == "sqlite:///history.db"  # a bare path is still a SQLite file
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=127.0.0.1 port=1 user=u password=hunter2 dbname=d", "password=hunter2 host=127.0.0.1 port=1"],
+    ids=["password-last", "password-first"],
+)
+def test_a_dsn_given_to_evaluate_reaches_postgresql_and_never_prints_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dsn: str
+) -> None:
+    gates = score_gates(tmp_path, "")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(
+        "evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", "r.jsonl", "--db", dsn
+    )
+    assert result.code == 3
+    assert "cannot connect to the history store" in result.err
+    assert "hunter2" not in result.err + result.out
+    assert "sqlite" not in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gates", "r.jsonl"]  # no SQLite file was made
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=h password=hun ter2 dbname=d", "host=h password='unterminated dbname=d", "host=h dbname"],
+    ids=["unquoted-space", "unterminated-quote", "no-value"],
+)
+def test_a_dsn_that_does_not_parse_is_an_input_error_that_shows_no_part_of_it(
+    tmp_path: Path, dsn: str
+) -> None:
+    gates = score_gates(tmp_path, "")
+    argv = ["evaluate", "--gates", gates, "--test", "tests/t_ci.py", "--record", tmp_path / "r.jsonl"]
+    result = run_cli(*argv, "--db", dsn)
+    assert result.code == 2
+    assert "--db: error: the value starts like a PostgreSQL keyword DSN" in result.err
+    assert "ter2" not in result.err
+    assert "unterminated" not in result.err

@@ -8,9 +8,10 @@ import json
 import re
 import subprocess
 import sys
-import time
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import run_cli, subprocess_env
@@ -255,17 +256,41 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_a_long_stage_prints_a_line_every_few_seconds_without_a_terminal(
+class _Beats:
+    """Stands for a stage's stop event: the heartbeat's pause (`wait`) waits for the stage's body to let it
+    start, then says "not stopped" `beats` times at once, then waits for the real stop. Heartbeats counted,
+    not timed."""
+
+    def __init__(self, beats: int) -> None:
+        self.left = beats
+        self.started, self.beaten, self.stopped = threading.Event(), threading.Event(), threading.Event()
+
+    def wait(self, _timeout: float) -> bool:
+        self.started.wait()
+        if self.left:
+            self.left -= 1
+            return False
+        self.beaten.set()
+        return self.stopped.wait()
+
+    def set(self) -> None:
+        self.started.set()
+        self.stopped.set()
+
+
+def test_a_long_stage_prints_a_line_at_each_heartbeat_without_a_terminal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(terminal, "HEARTBEAT_S", 0.05)
+    beats = _Beats(2)
+    monkeypatch.setattr(terminal, "threading", SimpleNamespace(Event=lambda: beats, Thread=threading.Thread))
     out = io.StringIO()
     with terminal.stage("gatecfg backtest", "replaying 3 test(s)", total=3, stream=out) as advance:
         advance(2)
-        time.sleep(0.3)
+        beats.started.set()
+        assert beats.beaten.wait(timeout=60)
     lines = out.getvalue().splitlines()
-    assert len(lines) >= 2
-    assert lines[0].startswith("gatecfg backtest: replaying 3 test(s): 2/3 (")
+    assert len(lines) == 2
+    assert all(line.startswith("gatecfg backtest: replaying 3 test(s): 2/3 (") for line in lines)
 
 
 def test_a_quick_stage_prints_nothing_without_a_terminal() -> None:

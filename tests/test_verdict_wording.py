@@ -1,4 +1,4 @@
-"""Verdicts a person checks in five seconds (issue 26): a budget step's reason in the metric's units, the
+"""Verdicts a person checks in five seconds: a budget step's reason in the metric's units, the
 one wrapped line per failing gate of the text report, the failures noise alone would produce, and the
 same story in JUnit, GitHub annotations and markdown."""
 

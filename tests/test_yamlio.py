@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
+from helpers import run_cli, score_gates, table
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from gatecfg.errors import InputError, Location
 from gatecfg.yamlio import MAX_NODES, dotted, load_yaml, read_yaml
@@ -296,3 +300,68 @@ def test_read_yaml_shows_the_display_path_in_positions(tmp_path: Path) -> None:
     (tmp_path / "g.yaml").write_text("a: 1\n", encoding="utf-8")
     doc = read_yaml(tmp_path / "g.yaml", "gates/g.yaml")
     assert doc.location(("a",)) == Location("gates/g.yaml", 1, 4)
+
+
+YAML_CASES = [
+    ("yaml-1.1", "%YAML 1.1\n---\ntest: tests/t_ci.py\n", "1:7", "`%YAML 1.1` is not a YAML version"),
+    ("yaml-1.0", "%YAML 1.0\n---\ntest: tests/t_ci.py\n", "1:7", "`%YAML 1.0` is not a YAML version"),
+    ("yaml-1.1-later", "# c\n%YAML 1.1\n---\ntest: tests/t_ci.py\n", "2:7", "`%YAML 1.1`"),
+    ("null-with-text", "test: tests/t_ci.py\ngates:\n  eval/score:\n    enforce: !!null xyz\n", "4:14",
+     "`!!null xyz` is not a valid null in YAML 1.2"),
+    ("bool-yes", "test: tests/t_ci.py\ngates:\n  eval/score:\n    enforce: !!bool yes\n", "4:14",
+     "`!!bool yes` is not a valid bool"),
+    ("bool-on", "test: tests/t_ci.py\ngates:\n  eval/score:\n    enforce: !!bool On\n", "4:14",
+     "`!!bool On`"),
+    ("int-sexagesimal", "test: tests/t_ci.py\ngates:\n  eval/score:\n    steps: [!!int 1:30]\n", "4:13",
+     "`!!int 1:30` is not a valid int"),
+    ("float-word", "test: tests/t_ci.py\ngates:\n  eval/score:\n    limits: {min: !!float abc}\n", "4:19",
+     "`!!float abc` is not a valid float"),
+    ("null-tag-on-key-value", "test: !!null tests/t_ci.py\n", "1:7", "`!!null tests/t_ci.py`"),
+]  # fmt: skip
+
+
+@table(("text", "where", "words"), YAML_CASES)
+def test_a_yaml_version_or_tag_gatecfg_would_misread_is_an_error_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, where: str, words: str
+) -> None:
+    score_gates(tmp_path, "")
+    (tmp_path / "gates" / "t.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "--gates", "gates")
+    assert result.code == 2
+    assert f"gates/t.yaml:{where}: error: " in result.out
+    assert words in result.out
+
+
+TAGGED = ["null", "bool", "int", "float"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tag=st.sampled_from(TAGGED),
+    text=st.one_of(
+        st.sampled_from(["~", "null", "Null", "", "true", "yes", "on", "0", "07", "0x1f", "0o17", "1_000",
+                         "1:30", "1e3", ".inf", "-.Inf", ".nan", "3.5", "+12", "abc", "y", "NULL", "False"]),
+        st.from_regex(r"[-+]?[0-9a-fA-Fx._:eo]{1,8}", fullmatch=True),
+    ),
+)  # fmt: skip
+def test_an_explicit_scalar_tag_means_what_the_untagged_text_means_or_is_an_error(
+    tag: str, text: str
+) -> None:
+    from gatecfg.yamlio import load_yaml
+
+    try:
+        plain = load_yaml(f"v: {text}\n", "t.yaml").data["v"]
+    except InputError:
+        assume(False)  # not a plain scalar at all (`:`)
+    try:
+        tagged = load_yaml(f"v: !!{tag} {text}\n", "t.yaml").data["v"]
+    except InputError as exc:
+        error = str(exc)
+    else:
+        if tag == "float" and type(plain) is int:
+            plain = float(plain)
+        assert type(tagged) is type(plain)
+        assert tagged == plain or (math.isnan(tagged) and math.isnan(plain))
+        return
+    assert error.startswith("t.yaml:1:4: error: v: ")

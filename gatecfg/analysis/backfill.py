@@ -41,9 +41,6 @@ WRITTEN_BY = f"{__version__} (import)"
 
 Points = dict[CoordinateSpec, PointColumns]
 T = TypeVar("T")
-# Values of imported runs judged as one block (a matrix per gate): a few runs of a large test at a time.
-# Two blocks are alive at once (one judged while the one before is written), each ~40 MB at this size.
-BLOCK_VALUES = 100_000
 
 
 def check_shapes(test: ResolvedTest, export: Export) -> None:

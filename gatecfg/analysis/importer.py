@@ -44,6 +44,7 @@ from gatecfg.dates import CLOCK_SKEW, parse_date
 from gatecfg.errors import InputError, Location
 from gatecfg.models import MAX_STEP, name_problem
 from gatecfg.records import Column, Record, shorten
+from gatecfg.records.builder import unique_keys
 from gatecfg.textio import open_user_file
 
 # An export is streamed a line at a time (its runs spilled to a scratch store), so its size bounds time,
@@ -502,21 +503,9 @@ def _record(series: Mapping[str, tuple[list[int], list[float]]], location: Locat
     )
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # json keeps the last of two equal keys silently; a metric given twice on one line must not vanish.
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"key {json.dumps(key)} appears twice in one object")
-            seen.add(key)
-    return obj
-
-
 def _runs(lines: Iterable[str], path: str) -> Iterator[ImportedRun]:
     """The run of each non-blank line (`lines` counts them)."""
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    decoder = json.JSONDecoder(object_pairs_hook=unique_keys)
     for line in lines:
         if not line.strip():
             continue

@@ -17,7 +17,6 @@ from gatecfg.records.builder import (
     RECORD_HINT,
     Points,
     _Builder,
-    parse_record_text,
     read_record_text,
 )
 from gatecfg.records.values import Column, Point, Record, shorten
@@ -30,7 +29,6 @@ __all__ = [
     "Point",
     "Points",
     "Record",
-    "parse_record_text",
     "read_metrics",
     "read_record_text",
     "read_records",

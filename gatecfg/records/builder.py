@@ -41,13 +41,6 @@ _DUPLICATE_HINT = (
 )
 
 
-def parse_record_text(text: str, path: str) -> Record:
-    """Parse one record file's text; `path` is only used to locate points and errors."""
-    builder = _Builder()
-    builder.add_text(text, path)
-    return builder.build()
-
-
 # What the Python API and the pytest plugin accept as a run's metrics: {metric: [(step, value), ...]},
 # or record files.
 Points = Mapping[str, Iterable[tuple[int, float]]]
@@ -76,13 +69,14 @@ def read_record_text(path: str) -> str:
 
 class DuplicateKeyError(ValueError):
     def __init__(self, key: str) -> None:
-        super().__init__(key)
+        super().__init__(f"key {json.dumps(key)} appears twice in one object")
         self.key = key
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # json keeps the last of two equal keys silently; a metric logged twice on one line (or in one row of
-    # a W&B export, records/formats.py) must not vanish.
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json's `object_pairs_hook` for records and exports: the object, or DuplicateKeyError. json keeps the
+    last of two equal keys silently; a metric logged twice on one line (or in one row of a W&B export,
+    records/formats.py, or of an import, analysis/importer.py) must not vanish."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
@@ -93,7 +87,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return obj
 
 
-JSON_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+JSON_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 
 
 def _loads(line: str, location: Location) -> object:

@@ -116,9 +116,6 @@ class ValueColumns:
         at = int(np.searchsorted(self.steps, step))
         return STATUSES[self.status_codes()[at]] if at < len(self.steps) and self.steps[at] == step else None
 
-    def status_list(self) -> list[Status]:
-        return [STATUSES[code] for code in self.status_codes().tolist()]
-
     def status_codes(self) -> npt.NDArray[np.int8]:
         if self.statuses is None:
             raise ValueError("the statuses of these values were not read")
