@@ -530,7 +530,7 @@ def _crash(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, str]:
     def boom(args: Any) -> int:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(cli, "_schema", boom)
+    monkeypatch.setattr("gatecfg.cli_commands.schema.run", boom)  # the command `schema` runs
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = cli.main(argv)

@@ -421,7 +421,8 @@ def _gate_reports(
             shown |= tracks.flipped(*recorded.cells(tracks))
         elif prior_tracks is not None and same_steps:
             shown |= tracks.flipped(prior_tracks.keys(), prior_tracks.failing)
-        rows += [(one, tracks.track(one)) for one in sorted(after.bands.get(gate.metric, {})) if one in shown]
+        # Every such step, also one with no band left after the last run (its last verdict an error).
+        rows += [(one, tracks.track(one)) for one in sorted(shown)]
     reports = []
     for step, track in rows:
         if step is None:

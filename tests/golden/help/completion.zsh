@@ -17,7 +17,7 @@ _gatecfg() {
         'regimes:Find the level shifts (regimes) of a gate'\''s nightly series and the commit...'
         'rebaseline:Propose absolute limits from the current regime (with --write, edit the gate...'
         'import:Backfill a test'\''s history from a CSV or JSON Lines export (one transaction).'
-        'report:Write a static HTML report: tests, gates, latest status, one plot per gate.'
+        'report:Write the HTML report: tests, gates, latest status, an interactive chart per...'
         'compare:Compare two stored runs of a test (or a record with a stored run): per gate,...'
         'diff:Before merge: the gates whose keys the working tree'\''s edits move (cold...'
         'carry:After a constraint-only re-key, let the new keys'\'' baselines read the old...'
@@ -187,7 +187,7 @@ _gatecfg() {
             '--debug[on an internal error, print the traceback (also GATECFG_DEBUG=1)]' \
             '--html[output folder (index.html)]:html:_files -/' \
             '--test[only this test (default\: every test with a gate file)]:test: ' \
-            '--png[PNG plots in files beside the pages (default\: inline SVG)]' \
+            '--png[static PNG charts in files beside the pages, no script (default\: interactive...]' \
             '--gates[gates root (default\: $GATECFG_GATES, else `gates` in .gatecfg.toml or...]:gates:_files -/' \
             '--db[history store\: sqlite\:///path or postgresql+psycopg\://...]:db: ' ;;
         compare) _arguments \
