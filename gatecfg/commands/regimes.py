@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gatecfg.analysis.noise import MIN_REGIME
 from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
-from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
+from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name, stored_steps
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
@@ -58,7 +58,7 @@ def regimes(
             scanned = 0
             with stage("gatecfg regimes", f"counting {len(chosen)} gate(s)", total=len(chosen)) as advance:
                 for gate in chosen:
-                    scanned += len(gate_nights(store, gate, series))
+                    scanned += len(stored_steps(store, gate, series))
                     advance(1)
             with stage("gatecfg regimes", f"scanning {scanned} coordinate(s)", total=scanned) as advance:
                 for gate in chosen:
