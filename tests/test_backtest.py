@@ -374,3 +374,35 @@ def test_report_says_when_a_budget_gates_own_nightlies_break_its_promise(tmp_pat
     result = run_cli("report", "--html", str(tmp_path / "out2"), "--gates", str(quiet), "--db", other)
     assert result.code == 0, result.err
     assert "NOISY GATE" not in result.out
+
+
+def test_backtest_of_every_gate_reads_one_gate_at_a_time_and_reports_as_each_gate_alone(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trust is per gate, so a replay needs one gate's values: the replay holds one gate's history at a
+    # time, never the test's (a fleet test of 40 gates x 1,000 steps would hold millions of values).
+    metrics = ["rollout/raw_reward", "train/grad_norm", "train/ppo_kl"]
+    upward = "".join(f"  {m}:\n    steps: all\n    constraint: {{rel_up: 0.5}}\n" for m in metrics[1:])
+    base = BASE.replace("defaults:\n", "defaults:\n" + upward)
+    gates = write_gates(tmp_path, "".join(f"  {m}:\n" for m in metrics), base=base)
+    rng = np.random.default_rng(7)
+    records = [
+        {m: [(s, float(1 + 0.05 * rng.normal())) for s in range(3)] for m in metrics} for _ in range(8)
+    ]
+    records[6]["train/ppo_kl"] = [(s, 9.0) for s in range(3)]
+    nightly(tmp_path, gates, db, records)
+    from gatecfg.commands import backtest as command
+
+    held: list[set[str]] = []
+    real = command.backtest
+
+    def spy(test: Any, runs: Any, **kwargs: Any) -> Any:
+        held.append({metric for run in runs for metric, _ in run.values})
+        return real(test, runs, **kwargs)
+
+    monkeypatch.setattr(command, "backtest", spy)
+    whole = backtest_json(db, "--gates", gates)
+    assert sorted(held, key=sorted) == [{m} for m in metrics]
+    alone = [g for m in metrics for g in backtest_json(db, "--gates", gates, "--metric", m)["gates"]]
+    assert whole["gates"] == alone
+    assert row(whole, None, "train/ppo_kl")["failures"] == 1

@@ -3,14 +3,18 @@ imported through the CLI giving regimes that start at the merges' nightlies."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import math
 import subprocess
 import sys
 import warnings
+import weakref
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,7 +36,7 @@ from gatecfg.analysis import changepoints, spread
 from gatecfg.analysis import noise as noise_model
 from gatecfg.analysis.noise import noise_scale
 from gatecfg.analysis.readings import detect
-from gatecfg.analysis.regimes import coincidences, find_regimes
+from gatecfg.analysis.regimes import Regimes, coincidences, find_regimes
 from gatecfg.analysis.series import Night
 from gatecfg.analysis.spread import LOG_POWER_LRV, SCORE_LRV
 from gatecfg.analysis.sums import Sums
@@ -272,19 +276,21 @@ def test_text_output_names_runs_commits_and_shifts_without_the_crashed_night(tmp
     assert f"{sha(MERGES[0])[:12]}   nightly-071   2024-03-11   2" in shown.out
 
 
-def _store_steps(db: str, values: dict[int, list[float]], *, untrust: str | None = None) -> None:
-    """Runs r0.. of the test with `train/grad_norm` (steps: all) at the given steps."""
+def _store_steps(
+    db: str,
+    values: dict[int, list[float]],
+    *,
+    untrust: str | None = None,
+    metrics: Sequence[str] = ("train/grad_norm",),
+) -> None:
+    """Runs r0.. of the test with each of `metrics` (steps: all, tracked) at the given steps."""
     from gatecfg.keys import coordinate_hash, series_key
 
     series = series_key(TEST)
-    spec = CoordinateSpec(
-        coordinate_hash(series, "train/grad_norm", '"all"', "null"),
-        series,
-        TEST,
-        "train/grad_norm",
-        '"all"',
-        "null",
-    )
+    specs = [
+        CoordinateSpec(coordinate_hash(series, m, '"all"', "null"), series, TEST, m, '"all"', "null")
+        for m in metrics
+    ]
     count = len(next(iter(values.values())))
     with Store.open(db, create=True) as store:
         for i in range(count):
@@ -303,7 +309,7 @@ def _store_steps(db: str, values: dict[int, list[float]], *, untrust: str | None
                 written_by="test",
             )
             points = [StoredPoint(step, vs[i], "tracked", None, None, None) for step, vs in values.items()]
-            store.write_run(info, {spec: points})
+            store.write_run(info, dict.fromkeys(specs, points))
         if untrust is not None:
             store.set_trust(trusted=False, run_id=untrust, reason="broken runner")
 
@@ -803,6 +809,43 @@ def test_all_over_many_noisy_steps_flags_none_and_reports_a_shift_once_per_gate(
     text = run_cli("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db).out
     assert "train/grad_norm at 5 steps (0-4), median +20" in text
     assert "each change priced for the 300 coordinate(s) scanned" in text
+
+
+def test_all_holds_one_gates_nights_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fleet test's history does not fit in memory: `--all` counts the coordinates in a first pass and
+    # scans gate by gate, so the nights alive while a coordinate is scanned are one gate's at most.
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    metrics = ("train/grad_norm", "train/ppo_kl", "perf/mfu")
+    _store_steps(db, {step: [1.0 + step] * 12 for step in range(4)}, metrics=metrics)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "base.yaml").write_text("version: 1\n")
+    body = "".join(f"  {m}:\n    steps: all\n    constraint: null\n" for m in metrics)
+    (gates / "t.yaml").write_text(f"test: {TEST}\ngates:\n{body}")
+    from gatecfg.commands import regimes as command
+
+    returned: list[weakref.ref[Night]] = []
+    alive: list[int] = []
+    read, scan = command.gate_nights, command.find_regimes
+
+    def reading(*args: Any) -> dict[int, list[Night]]:
+        by_step = read(*args)
+        returned.extend(weakref.ref(n) for nights in by_step.values() for n in nights)
+        return by_step
+
+    def scanning(*args: Any) -> Regimes:
+        gc.collect()
+        alive.append(sum(r() is not None for r in returned))
+        return scan(*args)
+
+    monkeypatch.setattr(command, "gate_nights", reading)
+    monkeypatch.setattr(command, "find_regimes", scanning)
+    result = run_cli("regimes", "--test", TEST, "--all", "--gates", gates, "--db", db, "--format", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["scanned"] == 12
+    assert len(alive) == 12
+    # One gate's 4 steps x 12 nights, and the coordinate scanned last before it (the whole test: 144).
+    assert max(alive) <= 4 * 12 + 12
 
 
 # --- step 12: a positive metric read in logs -------------------------------------------------------------

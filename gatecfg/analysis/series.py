@@ -56,6 +56,12 @@ def gate_nights(store: StoreReads, gate: ResolvedGate, series: str) -> dict[int,
     return nights_of(rows, gate.steps_key)
 
 
+def stored_steps(store: StoreReads, gate: ResolvedGate, series: str) -> set[int]:
+    """The steps `gate_nights` would return, without building their nights."""
+    rows = store.history(test=gate.test, metric=gate.metric, series_key=series)
+    return {row.point.step for row in rows if row.coordinate.steps_key == gate.steps_key}
+
+
 def nights_of(rows: Sequence[HistoryRow], steps_key: str) -> dict[int, list[Night]]:
     by_step: dict[int, list[Night]] = {}
     # `Store.history` is newest first; reversed, ties keep the store's (created_at, pk) order.

@@ -57,19 +57,9 @@ def backtest_command(
         stage("gatecfg backtest", f"replaying {plural(len(tests), 'test')}", total=len(tests)) as advance,
     ):
         for resolved in tests:
-            against: Against = "recorded"
-            metrics = {g.metric for g in resolved.gates}
-            if before is not None:
-                against = before.tests.get(resolved.test)
-                if against is not None:
-                    metrics |= {g.metric for g in against.gates}
-            # Flips against recorded verdicts read the statuses of the gates reported, and only those.
-            reported = None if metric is None else {metric}
-            runs = stored_runs(
-                store, resolved.test, sorted(metrics), statuses=reported if against == "recorded" else ()
+            runs_seen += _backtest_test(
+                store, resolved, before=before, metric=metric, inject=inject, reports=reports
             )
-            runs_seen += len(runs)
-            reports += backtest(resolved, runs, against=against, metric=metric, inject=inject)
             advance(1)
         url = store.url
     compared = "recorded" if base is None else base
@@ -84,6 +74,41 @@ def backtest_command(
     else:
         print(_text(reports, tests, runs_seen, url, compared, inject=inject, per_step=per_step), end="")
     return EXIT_OK
+
+
+def _backtest_test(
+    store: Store,
+    resolved: ResolvedTest,
+    *,
+    before: GateTree | None,
+    metric: str | None,
+    inject: Shift | None,
+    reports: list[GateReport],
+) -> int:
+    """Append the rows of one test's gates to `reports`; return how many stored runs the test has.
+
+    Trust is per gate, so each gate is replayed from its own values alone (`backtest(metric=...)`): memory
+    holds one gate's history at a time, never the test's, whatever the number of gates.
+    """
+    against: Against = "recorded"
+    if before is not None:
+        against = before.tests.get(resolved.test)
+    by_series: dict[tuple[tuple[str, str], ...], list[GateReport]] = {}
+    seen: set[str] = set()
+    for gate in resolved.gates:
+        if metric is not None and gate.metric != metric:
+            continue
+        # Flips against recorded verdicts read the statuses of the gate reported, and only those.
+        runs = stored_runs(
+            store, resolved.test, [gate.metric], statuses={gate.metric} if against == "recorded" else ()
+        )
+        seen.update(run.run_id for run in runs)
+        for report in backtest(resolved, runs, against=against, metric=gate.metric, inject=inject):
+            by_series.setdefault(tuple(sorted(report.labels.items())), []).append(report)
+    # A test's rows read series by series, each series' gates in the order the test declares them.
+    for rows in by_series.values():
+        reports += rows
+    return len(seen)
 
 
 def _over_promise(report: GateReport) -> str:

@@ -3,6 +3,7 @@ the commit that opened each."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from gatecfg.analysis.noise import MIN_REGIME
 from gatecfg.analysis.regimes import Coincidence, Regime, Regimes, coincidences, find_regimes
-from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name
+from gatecfg.analysis.series import analysable, gate_nights, gate_of, pick_step, step_name, stored_steps
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK
 from gatecfg.keys import series_key
@@ -37,6 +38,7 @@ def regimes(
     series = series_key(test, labels)
     chosen = [gate_of(resolved, metric)] if metric is not None else list(resolved.gates)
     found: list[Regimes] = []
+    longest = 0  # nightlies of the longest coordinate scanned by --all
     # A SQLite store is read without SQLAlchemy (store/direct.py): a third of this process's CPU.
     with DirectStore.open(db) as store:
         if not scan_all:
@@ -49,21 +51,25 @@ def regimes(
                     picked = pick_step(gate, by_step, step)
                     found.append(find_regimes(gate.metric, picked, analysable(by_step[picked])))
         else:
-            stored = []
-            with stage("gatecfg regimes", f"reading {len(chosen)} gate(s)", total=len(chosen)) as advance:
-                for gate in chosen:
-                    stored.append((gate, gate_nights(store, gate, series)))
-                    advance(1)
             # Every coordinate is one more chance for noise to open a regime: each change is priced for
-            # the number scanned, so that `--all` over thousands stays as quiet as one series.
-            scanned = sum(len(by_step) for _, by_step in stored)
+            # the number scanned, so that `--all` over thousands stays as quiet as one series. That number
+            # is counted in a first pass, so that the scan holds one gate's nights at a time, never the
+            # test's whole history (a fleet's test can hold tens of millions of values).
+            scanned = 0
+            with stage("gatecfg regimes", f"counting {len(chosen)} gate(s)", total=len(chosen)) as advance:
+                for gate in chosen:
+                    scanned += len(stored_steps(store, gate, series))
+                    advance(1)
             with stage("gatecfg regimes", f"scanning {scanned} coordinate(s)", total=scanned) as advance:
-                for gate, by_step in stored:
-                    for s, nights in by_step.items():
-                        found.append(find_regimes(gate.metric, s, analysable(nights), scanned))
+                for gate in chosen:
+                    for s, nights in gate_nights(store, gate, series).items():
+                        one = find_regimes(gate.metric, s, analysable(nights), scanned)
+                        longest = max(longest, len(one.nights))
+                        # The summary needs the regimes, not the nights they were read from.
+                        found.append(dataclasses.replace(one, nights=()))
                         advance(1)
     if scan_all:
-        print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found), end="")
+        print(_all_json(test, labels, found) if fmt_ == "json" else _all_text(test, found, longest), end="")
     else:
         one = found[0]
         print(json.dumps(one.as_json(test), indent=2) if fmt_ == "json" else _one_text(test, one), end="")
@@ -149,13 +155,12 @@ def _one_text(test: str, found: Regimes) -> str:
     return out.text()
 
 
-def _all_text(test: str, found: Sequence[Regimes]) -> str:
+def _all_text(test: str, found: Sequence[Regimes], nights: int) -> str:
     out = TextReport()
     shifted = [r for r in found if len(r.regimes) > 1]
     together = coincidences(found)
-    nights = max((len(r.nights) for r in found), default=0)
     out.line(f"regimes of every gate of {test}")
-    if not any(r.nights for r in found):
+    if not nights:
         out.line("no stored nightly values: nothing to analyse yet")
         return out.text()
     out.line(
