@@ -11,9 +11,10 @@ from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest
 from gatecfg.analysis.replayer import Shift, describe_policy, replayed_policy, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.gate_files import display_path
 from gatecfg.gitrev import load_tree_at
 from gatecfg.report.labels import series_text
-from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
+from gatecfg.resolve import GateTree, ResolvedTest, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import TextReport, stage
 from gatecfg.wording import plural

@@ -11,8 +11,9 @@ from gatecfg.analysis.record_folder import read_record_folder, record_files, sel
 from gatecfg.analysis.replayer import describe_policy, stored_run
 from gatecfg.dates import parse_date
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.gate_files import display_path
 from gatecfg.keys import series_key
-from gatecfg.resolve import display_path, load_tree
+from gatecfg.resolve import load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import stage
 

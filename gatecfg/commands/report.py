@@ -19,8 +19,9 @@ from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.escape import html_text
 from gatecfg.following import broken_promise
+from gatecfg.gate_files import display_path
 from gatecfg.keys import series_key
-from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
+from gatecfg.resolve import ResolvedGate, ResolvedTest, load_tree
 from gatecfg.select import step_ranges
 from gatecfg.store import HistoryRow, RunRow, Store
 from gatecfg.terminal import stage
