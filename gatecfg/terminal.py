@@ -4,10 +4,11 @@ Without a terminal (a CI log, a pipe) nothing is wrapped: a finding stays one li
 keeps its columns (docs/evaluate.md). Progress goes to stderr: rich's bar on a terminal, else a line every
 HEARTBEAT_S seconds.
 
-Tables are drawn here, not by rich, in rich's SIMPLE_HEAD layout (the same bytes once lines are stripped):
+Tables are drawn here, not by rich, in rich's SIMPLE_HEAD layout (a table that fits: rich's bytes, stripped):
 `evaluate` and `regimes` may not import rich (tests/test_light_imports.py), rich takes 60x the time per
 table (200 rows: 80 ms against 1.4 ms), and the one-record-per-row fallback of a narrow terminal has no rich
-counterpart. tests/test_terminal.py holds the layout; benchmarks/startup.py the import set.
+counterpart. tests/test_terminal.py holds the layout; benchmarks/bench.py's evaluate figures (a text
+report each) the speed.
 """
 
 from __future__ import annotations
