@@ -364,16 +364,8 @@ def _localise(
 
 def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     """Whether nights the search fits with a line (from night `turn` on; a level before it) are rather
-    the staircase of level shifts at `steps`: flat steps that jump.
-
-    The two readings are not nested, and at the MBIC price a few equal shifts at equal spacing are a
-    line. Both are nested in their union, a level per step plus the line's slope (the encompassing
-    model). A staircase is flat within its steps: the slope adds nothing to the steps (5%), while the
-    steps add to the line (5%, chi-square with a degree per jump). A drift cut into steps is the other
-    way round. PELT placed the steps where the nights jump, which within a drift flattens the slope seen
-    inside them; so the steps are first moved to where the encompassing model puts them, jointly with
-    the slope, and the tests are made there.
-    """
+    the staircase of level shifts at `steps`: flat steps that jump, tested in the model that nests both
+    readings once the steps are placed jointly with the slope (step 6)."""
     if len(steps) < 2:
         return False
     sums = Sums(y, np.maximum(0.0, np.arange(y.size, dtype=np.float64) - (turn - 1)))
