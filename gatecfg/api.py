@@ -69,7 +69,6 @@ def evaluate(
     """
     from gatecfg.dates import run_date
     from gatecfg.evaluation import Request, run_evaluation
-    from gatecfg.provenance import check_label
     from gatecfg.records import Record
     from gatecfg.write_policy import check_override
 
@@ -83,13 +82,7 @@ def evaluate(
     _check_argument("meta", meta, Mapping | None)
     _check_argument("confirm_with", confirm_with, Mapping | str | os.PathLike | Sequence | Record | None)
     _check_argument("date", date, datetime | str | None)
-    labels = settings.series_labels(None if series is None else dict(series))
-    # The CLI's `--series`, `--meta` and `--override-write-policy` are checked by the same validators.
-    for name, given in (("series", labels), ("meta", meta or {})):
-        for key, value in given.items():
-            check_label(key, value, key_at=name, value_at=f"{name}[{_shown(key)}]")
-    if "test" in labels:
-        raise InputError.at("series", "`test` is not a label: the test is always part of the series")
+    labels = _labels(series, meta)
     override = check_override(write_override, write=write, where="write_override", needs="write=True")
     created_at = None if date is None else run_date(date, write=write, where="date", needs="write=True")
     return run_evaluation(
@@ -112,6 +105,20 @@ def evaluate(
             created_at=created_at,
         )
     )
+
+
+def _labels(series: Mapping[str, str] | None, meta: Mapping[str, str] | None) -> dict[str, str]:
+    """The series' labels (`series`, else as the settings give them), each label and `meta` entry checked
+    by the validators of the CLI's `--series` and `--meta`."""
+    from gatecfg.provenance import check_label
+
+    labels = settings.series_labels(None if series is None else dict(series))
+    for name, given in (("series", labels), ("meta", meta or {})):
+        for key, value in given.items():
+            check_label(key, value, key_at=name, value_at=f"{name}[{_shown(key)}]")
+    if "test" in labels:
+        raise InputError.at("series", "`test` is not a label: the test is always part of the series")
+    return labels
 
 
 def _shown(key: object) -> str:

@@ -18,7 +18,7 @@ from gatecfg.errors import EXIT_GATE_FAILED, InputError
 from gatecfg.following import Following, follow
 from gatecfg.gitrev import head_commit
 from gatecfg.keys import series_key
-from gatecfg.provenance import provenance
+from gatecfg.provenance import Provenance, provenance
 from gatecfg.records import Metrics, Record, read_metrics
 from gatecfg.rekey import OldKey, RekeyWarning, rekey_warnings
 from gatecfg.report import Changes, RunReport, RunSummary
@@ -61,14 +61,13 @@ class Request:
 def run_evaluation(req: Request) -> RunReport:
     """Every stage of an evaluation, without printing: what tests and the CLI both call."""
     test, labels = req.test, req.labels
-    override = req.write_override
     # The write policy comes first after the gates that hold it: a refused write reads no record and
     # opens no store.
     resolved = load_tree(req.gates).test(test)
     job = ci_job()  # read once: the branch the policy judges is the branch stored
     test = resolved.test  # as declared: `./tests/x.py` and an absolute path store the same series
     if req.write:
-        check_write_policy(resolved, override, job)
+        check_write_policy(resolved, req.write_override, job)
     record = read_metrics(req.records)
     # Read up front, so that a broken confirmation record is an error whatever tonight's verdicts are.
     second = None if req.confirm_with is None else read_metrics(req.confirm_with)
@@ -77,17 +76,7 @@ def run_evaluation(req: Request) -> RunReport:
         (gate, gate.coordinate(series), select(record, gate.metric, gate.steps, gated=gate.gated))
         for gate in resolved.gates
     ]
-    origin = provenance(
-        test=test,
-        run_id=req.run_id,
-        commit=req.commit,
-        branch=req.branch,
-        url=req.url,
-        meta=req.meta,
-        job=job,
-    )
-    if origin.commit is None:  # neither --commit nor a CI: a local run, made on the checked-out commit
-        origin = dataclasses.replace(origin, commit=head_commit(req.gates))
+    origin = _origin(req, test, job)
     # Only the nightly creates a store: a PR run against a mistyped URL must fail, not pass cold. A plain
     # SQLite store is read without SQLAlchemy (store/direct.py): its import was half of the process's.
     with DirectStore.open(req.db, create=req.write) as store:
@@ -119,46 +108,19 @@ def run_evaluation(req: Request) -> RunReport:
         notes += record.spelling_notes([gate.metric for gate in resolved.gates])
         is_trusted = trusted(results)
         # Only a run with a failing gate asks what changed since the baseline's newest run.
-        newest = None
-        if not is_trusted:
-            newest = store.newest_run(series, baseline=resolved.policy.baseline, exclude_run_id=origin.run_id)
-        stored = False
-        if req.write:
-            info = RunInfo(
-                run_id=origin.run_id,
-                test=test,
-                series_key=series,
-                labels=dict(labels),
-                commit=origin.commit,
-                branch=origin.branch,
-                ci_run_id=origin.ci_run_id,
-                ci_run_attempt=origin.ci_run_attempt,
-                url=origin.url,
-                created_at=now,
-                gate_trusted=is_trusted,
-                written_by=__version__,
-                write_override=override,
-                meta=origin.meta,
-            )
-            stored = store.write_run(
-                info, _points(results, series, test), rejoin=followed.rejoin, accept=followed.accept
-            )
-            if not stored:
-                _check_same_series(store, info)
+        newest = (
+            None
+            if is_trusted
+            else store.newest_run(series, baseline=resolved.policy.baseline, exclude_run_id=origin.run_id)
+        )
+        stored = req.write and _store_run(
+            store, req, origin, results, followed, trusted=is_trusted, test=test, series=series, now=now
+        )
         return RunReport(
             test=test,
             gate_file=resolved.file,
             series=dict(labels),
-            run=RunSummary(
-                run_id=origin.run_id,
-                commit=origin.commit,
-                branch=origin.branch,
-                url=origin.url,
-                written=stored,
-                already_stored=req.write and not stored,
-                trusted=is_trusted,
-                source=origin.source,
-            ),
+            run=_summary(origin, written=stored, already_stored=req.write and not stored, trusted=is_trusted),
             results=results,
             warnings=warnings,
             exit_code=EXIT_GATE_FAILED if unseen and required else _exit_code(results, followed, unconfirmed),
@@ -170,6 +132,72 @@ def run_evaluation(req: Request) -> RunReport:
             same_code=followed.same_code,
             changes=_changes(newest, commit=origin.commit, meta=origin.meta),
         )
+
+
+def _summary(origin: Provenance, *, written: bool, already_stored: bool, trusted: bool) -> RunSummary:
+    return RunSummary(
+        run_id=origin.run_id,
+        commit=origin.commit,
+        branch=origin.branch,
+        url=origin.url,
+        written=written,
+        already_stored=already_stored,
+        trusted=trusted,
+        source=origin.source,
+    )
+
+
+def _origin(req: Request, test: str, job: CiJob) -> Provenance:
+    """Where the run comes from: the request's words, else the CI's, else the checked-out commit."""
+    origin = provenance(
+        test=test,
+        run_id=req.run_id,
+        commit=req.commit,
+        branch=req.branch,
+        url=req.url,
+        meta=req.meta,
+        job=job,
+    )
+    if origin.commit is None:  # neither --commit nor a CI: a local run, made on the checked-out commit
+        origin = dataclasses.replace(origin, commit=head_commit(req.gates))
+    return origin
+
+
+def _store_run(
+    store: DirectStore,
+    req: Request,
+    origin: Provenance,
+    results: Sequence[GateVerdicts],
+    followed: Following,
+    *,
+    trusted: bool,
+    test: str,
+    series: str,
+    now: datetime,
+) -> bool:
+    """Write the run and its points; False when a run of that id was already stored."""
+    info = RunInfo(
+        run_id=origin.run_id,
+        test=test,
+        series_key=series,
+        labels=dict(req.labels),
+        commit=origin.commit,
+        branch=origin.branch,
+        ci_run_id=origin.ci_run_id,
+        ci_run_attempt=origin.ci_run_attempt,
+        url=origin.url,
+        created_at=now,
+        gate_trusted=trusted,
+        written_by=__version__,
+        write_override=req.write_override,
+        meta=origin.meta,
+    )
+    stored = store.write_run(
+        info, _points(results, series, test), rejoin=followed.rejoin, accept=followed.accept
+    )
+    if not stored:
+        _check_same_series(store, info)
+    return stored
 
 
 def _exit_code(results: Sequence[GateVerdicts], followed: Following, unconfirmed: set[str]) -> int:

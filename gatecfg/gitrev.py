@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatecfg.errors import InputError
+from gatecfg.gate_files import display_path
 from gatecfg.rekey import TreeDiff, diff_trees
-from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest, display_path, load_tree
+from gatecfg.resolve import GateTree, ResolvedGate, ResolvedTest, load_tree
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:

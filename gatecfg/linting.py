@@ -8,14 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gatecfg.errors import InputError, Location, Problem
-from gatecfg.resolve import (
-    BASE_NAME,
-    YAML_SUFFIXES,
-    ResolvedGate,
-    ResolvedTest,
-    is_base_file,
-    load_tree,
-)
+from gatecfg.gate_files import BASE_NAME, YAML_SUFFIXES, is_base_file
+from gatecfg.resolve import ResolvedGate, ResolvedTest, load_tree
 from gatecfg.yamlio import read_yaml
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gatecfg.errors import Location
-from gatecfg.resolve import GateTree, ResolvedGate, is_base_file
+from gatecfg.gate_files import is_base_file
+from gatecfg.resolve import GateTree, ResolvedGate
 from gatecfg.yamlio import LoadedDoc, dotted, read_yaml
 
 if TYPE_CHECKING:  # the store (SQLAlchemy, Alembic) loads only for commands that open one

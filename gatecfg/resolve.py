@@ -30,11 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gatecfg.bases import Base, BaseFiles
 from gatecfg.errors import GateFileError, InputError, Location, Problem
+from gatecfg.gate_files import (
+    display_path,
+    is_base_file,
+    may_declare,
+    require_gate_keys,
+    yaml_files,
+)
 from gatecfg.keys import constraint_key, coordinate_hash, steps_key
 from gatecfg.membership import Baseline
 from gatecfg.models import (
-    BaseFile,
     Constraint,
     GateFile,
     GateSpec,
@@ -48,10 +55,8 @@ from gatecfg.models import (
 from gatecfg.parse import parse_doc
 from gatecfg.same_code import SameCodePolicy
 from gatecfg.wording import did_you_mean
-from gatecfg.yamlio import MAX_BYTES, LoadedDoc, read_yaml
+from gatecfg.yamlio import LoadedDoc, read_yaml
 
-BASE_NAME = "base.yaml"
-YAML_SUFFIXES = (".yaml", ".yml")
 BUILTIN = "built-in default"
 BUILTIN_POLICY: Mapping[str, Any] = {
     "window": 20,
@@ -68,29 +73,6 @@ BUILTIN_POLICY: Mapping[str, Any] = {
     "same_code": "warn",
 }
 GATE_FIELDS = ("steps", "constraint", "limits", "enforce", "tolerate", "trials", "false_alarm")
-
-
-def display_path(path: Path) -> str:
-    """Paths in messages: relative to the working directory when below it, so editors can open them."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
-def is_base_file(path: Path) -> bool:
-    return path.name == BASE_NAME or path.name.endswith(".base.yaml")
-
-
-@dataclass(frozen=True)
-class Base:
-    path: Path
-    doc: LoadedDoc
-    model: BaseFile
-
-    def source(self, *key: str | int) -> str:
-        return f"{self.doc.path}:{self.doc.line_of(key)}"
 
 
 @dataclass(frozen=True)
@@ -227,7 +209,7 @@ def load_tree(
 
     With `wanted`, only the files it picks are resolved, with every base file (each is small, and a
     broken one is reported with every file below it) and, of the other gate files, those that may
-    declare one of the tests the picked files declare (`_may_declare`): one test has one gate file, and
+    declare one of the tests the picked files declare (`may_declare`): one test has one gate file, and
     which file is told "already gated" depends on them (`gatecfg lint` of the files a commit changed
     reads the files those need, not the whole tree).
     """
@@ -241,7 +223,7 @@ def load_tree(
             )
         )
         return tree
-    paths = sorted(files) if files is not None else _yaml_files(root, tree.problems)
+    paths = sorted(files) if files is not None else yaml_files(root, tree.problems)
     loader = _Loader(root.resolve(), tree.problems)
     loaded: dict[Path, ResolvedTest | None] = {}
 
@@ -258,7 +240,7 @@ def load_tree(
     else:
         load(path for path in paths if is_base_file(path) or wanted(path))
         declared = {resolved.test for resolved in loaded.values() if resolved is not None}
-        load(path for path in paths if path not in loaded and _may_declare(path, declared))
+        load(path for path in paths if path not in loaded and may_declare(path, declared))
     for path in sorted(loaded):
         tree.files.append(display_path(path))
         resolved = loaded[path]
@@ -280,214 +262,12 @@ def load_tree(
     return tree
 
 
-def _may_declare(path: Path, tests: set[str]) -> bool:
-    """Whether the gate file at `path` may declare one of `tests`, from its bytes alone, erring towards
-    yes. A YAML scalar reads as its text but for escapes (a backslash), a doubled quote inside single
-    quotes and a line folded into a space: so a file that declares a test holds its name as written,
-    unless the name has a quote or a space, or the file a backslash."""
-    if not tests:
-        return False
-    try:
-        # A link (which may leave the root), not a regular file (a FIFO would block the read) or too big:
-        # the loader says what is wrong with it.
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
-            return True
-        raw = path.read_bytes()
-    except OSError:
-        return True
-    if b"\\" in raw:
-        return True
-    return any("'" in test or any(c.isspace() for c in test) or test.encode() in raw for test in tests)
+class _Loader(BaseFiles):
+    """Base files (`BaseFiles`) and the gate files resolved against them."""
 
-
-def _require_gate_keys(doc: LoadedDoc) -> None:
-    """A mapping with neither `test:` nor `gates:` is some other YAML (CI config, compose file), not a gate
-    file with mistakes: one error that says so, rather than one per key."""
-    if not isinstance(doc.data, dict) or {"test", "gates"} & doc.data.keys():
-        return
-    keys = ", ".join(f"`{k}`" for k in list(doc.data)[:5]) + (", ..." if len(doc.data) > 5 else "")
-    raise InputError.at(
-        Location(doc.path, 1, 1),
-        f"not a gatecfg gate file: it has neither `test:` nor `gates:` (its keys: {keys or 'none'})",
-        hint="keep other YAML out of the gates folder, or narrow the paths (the hook's `files:`) to gate "
-        "files; a base file is named base.yaml",
-    )
-
-
-def _is_gate_file(path: Path) -> bool:
-    """Whether `path` reads as a gate file; one that does not load at all is left to `base` to report."""
-    try:
-        data = read_yaml(path).data
-    except InputError:
-        return False
-    return isinstance(data, dict) and ("test" in data or "gates" in data) and "version" not in data
-
-
-# Folders below the gates root that are walked (a real tree is a few deep).
-MAX_FOLDER_DEPTH = 64
-
-
-def _yaml_files(root: Path, problems: list[Problem]) -> list[Path]:
-    """Every .yaml/.yml file under `root`. One that cannot be read (a dangling link, a link loop) and a
-    folder that cannot be listed are problems: skipping them would report "0 errors" for what lint never
-    read."""
-
-    def unreadable(exc: OSError) -> None:
-        where = display_path(Path(exc.filename)) if exc.filename else display_path(root)
-        problems.append(Problem(Location(where), f"cannot list the folder: {exc.strerror or exc}"))
-
-    found: list[Path] = []
-    real_root = root.resolve()
-    for folder, dirs, names in os.walk(root, onerror=unreadable):
-        if dirs and len(Path(folder).relative_to(root).parts) >= MAX_FOLDER_DEPTH:
-            # os.walk recurses a level per folder: a tree 1,200 deep raised RecursionError.
-            problems.append(
-                Problem(
-                    Location(display_path(Path(folder) / dirs[0])),
-                    f"is nested more than {MAX_FOLDER_DEPTH} folders below the gates root; gatecfg reads "
-                    "no deeper",
-                    hint="keep gate files a few folders deep, e.g. gates/<area>/<test>.yaml",
-                )
-            )
-            dirs[:] = []
-        # os.walk does not follow a link to a folder; one that leaves the gates root would hide what it
-        # holds, so it is an error (one inside the root is walked where it really is).
-        for name in dirs:
-            path = Path(folder) / name
-            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
-                problems.append(
-                    Problem(
-                        Location(display_path(path)),
-                        f"is a link to the folder {display_path(path.resolve())}, outside the gates root "
-                        f"{display_path(real_root)}",
-                        hint="gate and base files live inside the gates folder: move the folder in",
-                    )
-                )
-        for name in names:
-            path = Path(folder) / name
-            if path.suffix not in YAML_SUFFIXES:
-                continue
-            try:
-                path.stat()
-            except OSError as exc:
-                link = f" (a link to {os.readlink(path)})" if path.is_symlink() else ""
-                reason = f"cannot read the file{link}: {exc.strerror or exc}"
-                problems.append(Problem(Location(display_path(path)), reason))
-                continue
-            # Not only regular files: a FIFO, socket or device named like a gate file is read, and refused
-            # there with its kind (a link out of the root at the link), never skipped with "0 errors".
-            if not path.is_dir():
-                found.append(path)
-    return sorted(found)
-
-
-class _Loader:
     def __init__(self, root: Path, problems: list[Problem]) -> None:
-        self.root = root
-        self.problems = problems
-        self.bases: dict[Path, Base | None] = {}
-        self.chains: dict[Path, tuple[Base, ...] | None] = {}
+        super().__init__(root, problems)
         self.docs: dict[str, LoadedDoc] = {}  # gate files by shown path, to locate tree-wide problems
-
-    def inside(self, path: Path, shown: str) -> bool:
-        """Whether the file really lives under the gates root. A symlink out of it is refused, as `extends`
-        out of it is: a change to the gates folder must not read (and quote in errors) files elsewhere."""
-        real = path.resolve()
-        if real.is_relative_to(self.root):
-            return True
-        self.problems.append(
-            Problem(
-                Location(shown, 1, 1),
-                f"is a link to {display_path(real)}, outside the gates root {display_path(self.root)}",
-                hint="gate and base files live inside the gates folder: copy the file in, do not link it",
-            )
-        )
-        return False
-
-    def base(self, path: Path, shown: str | None = None) -> Base | None:
-        shown = shown or display_path(path)
-        path = path.resolve()  # one entry per real file, however it is reached
-        if path not in self.bases:
-            self.bases[path] = None
-            if not self.inside(path, shown):
-                return None
-            try:
-                doc = read_yaml(path, shown)
-                self.bases[path] = Base(path, doc, parse_doc(doc, BaseFile))
-            except InputError as exc:
-                self.problems.extend(exc.problems)
-        return self.bases[path]
-
-    def chain(self, start: Path) -> tuple[Base, ...] | None:
-        """The base file at `start` and every file it extends, nearest first; None if any is broken."""
-        if start in self.chains:
-            return self.chains[start]
-        chain: list[Base] = []
-        path = start
-        while True:
-            base = self.base(path)
-            if base is None:
-                break
-            chain.append(base)
-            if base.model.extends is None:
-                self.chains[start] = tuple(chain)
-                return self.chains[start]
-            target = (path.parent / base.model.extends).resolve()
-            loc = base.doc.location(("extends",))
-            if not target.is_relative_to(self.root):
-                self.problems.append(
-                    Problem(
-                        loc,
-                        f"`{base.model.extends}` is outside the gates root {display_path(self.root)}",
-                        dotted="extends",
-                        hint="base files may only extend files inside the gates folder",
-                    )
-                )
-                break
-            if not target.is_file():
-                self.problems.append(
-                    Problem(
-                        loc,
-                        f"`{base.model.extends}` does not exist ({display_path(target)})",
-                        dotted="extends",
-                        hint="the path is relative to the folder of this base file",
-                    )
-                )
-                break
-            if _is_gate_file(target):
-                self.problems.append(
-                    Problem(
-                        loc,
-                        f"`{base.model.extends}` is a gate file (it has `test:`/`gates:`), not a base file",
-                        dotted="extends",
-                        hint="extend a base file (`version: 1` with `defaults:`/`policy:`)",
-                    )
-                )
-                break
-            if any(b.path == target for b in chain):
-                cycle = " -> ".join([*(b.doc.path for b in chain), display_path(target)])
-                self.problems.append(
-                    Problem(
-                        loc,
-                        f"base files extend each other in a cycle: {cycle}",
-                        dotted="extends",
-                        hint="remove `extends:` from one of them",
-                    )
-                )
-                break
-            path = target
-        self.chains[start] = None
-        return None
-
-    def nearest_base(self, gate_file: Path) -> Path | None:
-        folder = gate_file.parent
-        while True:
-            candidate = folder / BASE_NAME
-            if candidate.is_file():
-                return candidate
-            if folder == self.root or not folder.is_relative_to(self.root):
-                return None
-            folder = folder.parent
 
     def test(self, path: Path) -> ResolvedTest | None:
         shown = display_path(path)
@@ -496,7 +276,7 @@ class _Loader:
         try:
             doc = read_yaml(path, shown)
             self.docs[shown] = doc
-            _require_gate_keys(doc)
+            require_gate_keys(doc)
         except InputError as exc:
             self.problems.extend(exc.problems)
             return None

@@ -1,23 +1,11 @@
 """The settings every entry point shares, resolved in one place: the history store, the gates root, the
 default series labels and whether enforced gates are enforced.
 
-Precedence, highest first (the same for every CLI command, `diff` included, the Python API and the
-pytest plugin):
-
-1. what the caller gave: `--db` / `--gates` / `--series`, `gatecfg.evaluate(db=..., gates=...,
-   series=...)`, or the pytest plugin's `--gatecfg-db` option, else its ini's `gatecfg_db` (the plugin
-   passes the one it has);
-2. the environment: `GATECFG_DB_URL`, `GATECFG_GATES`, `GATECFG_SERIES` (`KEY=VALUE,KEY=VALUE`), and
-   `GATECFG_ENFORCE` for enforcement;
-3. the project's settings file: the nearest `.gatecfg.toml` or `pyproject.toml` with a `[tool.gatecfg]`
-   table, searched from the working directory upward (in one folder, `.gatecfg.toml` wins), with the keys
-   `gates`, `db` and `series` (a table of labels); relative paths in it are relative to its folder;
-4. the defaults below.
-
-A value comes whole from one level: `--series` given replaces the file's labels, it does not merge with
-them. An entry point passes `None` for what its user did not give and gets the resolved value back;
-nothing else reads these environment variables or files. A bare path given as a store is a SQLite file;
-a libpq keyword DSN (`host=h dbname=d`) the PostgreSQL database it names.
+Precedence, highest first, the same for the CLI, the Python API and the pytest plugin: what the caller
+gave, the environment (`GATECFG_DB_URL`, `GATECFG_GATES`, `GATECFG_SERIES`, `GATECFG_ENFORCE`), the
+nearest `.gatecfg.toml` or `[tool.gatecfg]`, the defaults below; a value comes whole from one level
+(docs/configuration.md, "Precedence"). An entry point passes `None` for what its user did not give;
+nothing else reads these environment variables or files.
 """
 
 from __future__ import annotations

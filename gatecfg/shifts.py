@@ -1,22 +1,10 @@
 """A gate's recent nightlies read as a story (pure): a sustained shift, and a baseline that stopped growing.
 
-Trust per gate keeps a failing night's values out of that gate's baseline. Two things then follow from a
-gate's newest stored runs (`Recent`, newest first) and tonight's verdict:
-
-* **A shift.** Tonight fails, and so did the nightlies just before it, all in the same direction: at
-  least MIN_REGIME of them (a level seen on fewer nights is indistinguishable from outliers, as in the
-  change-point model of analysis/changepoints.py). The change test then confirms that the failing nights
-  sit on a new level rather than in the tail of the old one: a one-sided Mann-Whitney rank test of their
-  changes against those of the baseline's nights, at the gate's false-alarm share. A confirmed shift is
-  named; once it has held `policy.accept_shift_after` nightlies it is accepted: its coordinate's baseline
-  starts at the shift's first run (the store records it, `gatecfg shifts` lists and undoes it).
-* **A stale baseline.** Tonight keeps the gate's values out of its baseline (it failed, or is cold), and
-  so did each of its newest `policy.stale_after` runs: the baseline has stopped growing. The warning
-  names why (the gate's own failures, a hand untrust, or the run's trust from before trust per gate) and
-  since which run.
-
-A night's "change" is the mean over its steps of `(value - ref) / |ref|`, `ref` being the baseline each
-step was judged against: comparable across nights, whatever the number of steps.
+From a gate's newest stored runs (`Recent`, newest first) and tonight's verdict: a **shift** when tonight
+and at least MIN_REGIME nightlies before it failed the same way and a one-sided rank test confirms a new
+level (accepted after `policy.accept_shift_after` nightlies); a **stale baseline** when tonight and each
+of the newest `policy.stale_after` runs kept the gate's values out of its baseline. A night's change is
+the mean over its steps of `(value - ref) / |ref|`. docs/evaluate.md, "Statuses, trust and exit codes".
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The terminal: plain-text reports drawn at its width, and signs of life on stderr during long commands.
 
-Reports fit the terminal they are shown in (`COLUMNS` wins, as everywhere); without one (a CI log, a pipe, a
-file) nothing is wrapped: a finding stays one line that `grep` returns whole, and a table keeps its columns
-(a log viewer scrolls or soft-wraps; a hard wrap cannot be undone). On a terminal, lines wrap at spaces: a
-word is folded only when it is wider than the whole line (a long URL), and a table whose column titles alone
-do not fit is drawn as a wrapped line per row instead. Progress goes to stderr:
-rich's progress bar on a terminal, else a line every HEARTBEAT_S seconds while a stage runs, so a quick
-command prints nothing extra.
+Without a terminal (a CI log, a pipe) nothing is wrapped: a finding stays one line for `grep` and a table
+keeps its columns (docs/evaluate.md). Progress goes to stderr: rich's bar on a terminal, else a line every
+HEARTBEAT_S seconds.
 
-Tables are drawn here rather than by rich (kept for benchmarks/bench.py's text-report figure and
-benchmarks/startup.py; tests/test_terminal.py holds the layout, no test compares it with rich's): rich
-measures every cell through its segment machinery, about half a millisecond per row and 0.1 s of imports,
-which made the text report of a small evaluation cost more than its store reads. A report's tables are a few
-dozen rows of plain strings; this draws them in rich's SIMPLE_HEAD layout in time proportional to what is
-shown. Widths are display cells, as a terminal draws them (`cells`): an East Asian wide character takes two, a
-combining mark none.
+Tables are drawn here, not by rich, in rich's SIMPLE_HEAD layout (a table that fits: rich's bytes, stripped):
+`evaluate` and `regimes` may not import rich (tests/test_light_imports.py), rich takes 60x the time per
+table (200 rows: 80 ms against 1.4 ms), and the one-record-per-row fallback of a narrow terminal has no rich
+counterpart. tests/test_terminal.py holds the layout; benchmarks/bench.py's evaluate figures (a text
+report each) the speed.
 """
 
 from __future__ import annotations

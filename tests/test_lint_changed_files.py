@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
+import gatecfg.bases
 import gatecfg.resolve
 from gatecfg.linting import find_problems
 
@@ -38,19 +39,23 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @contextmanager
 def _parsed() -> Iterator[list[str]]:
-    """The YAML files the gate tree's loader parses while the block runs."""
+    """The YAML files the gate tree's loader parses while the block runs (gate files in `resolve`, base
+    files in `bases`)."""
     seen: list[str] = []
     original = gatecfg.resolve.read_yaml
+    readers = (gatecfg.resolve, gatecfg.bases)
 
     def counted(path: Path, shown: str | None = None) -> gatecfg.resolve.LoadedDoc:
         seen.append(str(path))
         return original(path, shown)
 
-    gatecfg.resolve.read_yaml = counted
+    for module in readers:
+        module.read_yaml = counted
     try:
         yield seen
     finally:
-        gatecfg.resolve.read_yaml = original
+        for module in readers:
+            module.read_yaml = original
 
 
 def test_linting_two_changed_files_parses_them_and_the_base_files_only(tree: Path) -> None:

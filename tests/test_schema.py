@@ -28,9 +28,9 @@ from jsonschema import Draft202012Validator
 
 from gatecfg.commands.schema import GENERATED
 from gatecfg.errors import InputError
+from gatecfg.gate_files import is_base_file
 from gatecfg.models import BaseFile, GateFile
 from gatecfg.parse import parse_doc
-from gatecfg.resolve import is_base_file
 from gatecfg.yamlio import LoadedDoc, read_yaml
 
 SCHEMA_DIR = REPO / "schema"

@@ -1,24 +1,10 @@
-"""Backtest: replay stored nightly history in time order under a gate tree, with evaluate's own rules.
+"""Backtest: replay stored nightly history in time order under a gate tree, with evaluate's own rules,
+and compare the replays per gate: failures, false alarms, flips, drift, detection, and a budget gate's
+record beside its promise.
 
-Each stored run, oldest first, is judged as its nightly `evaluate --write` would have judged it: the same
-verdicts, against baselines formed only from the runs before it by the one rule (`gatecfg.membership`:
-per-gate trust, rejoins, followed shifts, trust set by hand), with the test's policy. So a proposed tree
-changes not only its own verdicts but the baselines every later run meets (docs/calibration.md).
-
-What is replayed is the measured quantity, not the key: the values stored for the test's series, metric
-and `steps`, under whichever constraint was in force when they were written. A gate is backtested as if
-it had been in place since the first stored run. A proposed `steps` change has no values to replay
-(step -1 and per-step values are different quantities).
-
-A run untrusted by hand is a known-bad night: it is replayed, never forms a baseline, and is left out of
-the counts, since an alarm on it is not a false one.
-
-Limits: a run keeps no stored row for a metric its record lacked (nor for a NaN step), so the `error`
-evaluate gave it there is not replayed; the gate's later baselines are the same either way.
-
-The replay itself is `gatecfg.analysis.replayer` (nightly `evaluate --write`s of the stored runs, their
-windows read by `gatecfg.membership`); this module compares replays and reports per gate: failures, false
-alarms, flips, drift, detection, and a budget gate's record beside its promise.
+The replay itself is `gatecfg.analysis.replayer`, its baselines read by `gatecfg.membership`, so a proposed
+tree changes not only its own verdicts but the baselines every later run meets. What is replayed, and its
+limits: docs/calibration.md, "Backtest".
 """
 
 from __future__ import annotations

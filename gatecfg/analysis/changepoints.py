@@ -1,62 +1,11 @@
 """Regimes of one nightly series read as levels: level shifts, drifts and changes of spread, with penalties
 from the model (`readings` weighs this reading against a random walk).
 
-The model is the one a person reads off a nightly chart: between changes, a metric holds a level or moves
-along a line (a drift), and nights scatter around it with a noise scale that a change may also alter (a
-flaky node, a smaller eval set). Detection is penalised likelihood segmentation under that Gaussian model,
-arranged so that every search over all nights is ruptures' exact C PELT over a sum of squares
-(`KernelCPD(kernel="linear")`); the richer models are then fitted on the candidates it returns. No
-constant is tuned to data: each price below is derived from the model, and docs/analytics.md says why.
-
-1. **Spread** (`spread.py`). A change of the noise scale is a shift of the mean of `log` of a local
-   variance estimate, the mean square of consecutive pairs of first differences: differencing cancels
-   levels and drifts, and the log turns a scale factor into an additive shift of constant variance. PELT
-   on that series, with the MBIC penalty below and the series' long-run variance (never below its
-   Gaussian value), splits the nights into stretches of one noise scale. A rank test on the same pairs
-   must confirm each split at the same price (heavy-tailed noise otherwise passes for a change of
-   spread). Each split is then placed at the night that best splits the ranks of overlapping pairs'
-   squares between its neighbours (Pettitt's rank location of a change).
-2. **Noise scale** of each stretch, `s = 1.4826 * MAD(first differences) / sqrt(2)` night to night:
-   differencing cancels the levels, and the MAD ignores the few large differences that shifts and
-   outliers leave. A change of level is priced at the **long-run** scale (`noise.long_run_pelt`): real
-   nightly metrics wander, so a regime's mean spreads more than `s` says, and at `s` a stretch without a
-   change splits into many short regimes. Every price below that reads "in units of `sigma^2`" means this
-   long-run scale; the log-variance search of step 1 uses the same long-run treatment of its logs.
-3. **Outliers.** A night further from the median of its 5-night neighbourhood than the universal threshold
-   `s * sqrt(2 ln n)` (Donoho & Johnstone 1994: the largest deviation Gaussian noise reaches over `n`
-   nights) is replaced by that median before detection. The first night of a new level has its level on
-   three of the five nights around it, so a real shift is never smoothed away.
-4. **Level shifts.** PELT within each stretch, each change point costing `3 ln n` in units of `sigma^2`:
-   the Modified BIC of Zhang & Siegmund (2007), R `changepoint`'s default. Plain BIC (`2 ln n`) prices the
-   location of a change like a regular parameter, which it is not, and overfits. When the residual scale
-   within the regimes found exceeds `sigma` (heavy tails, which the MAD understates), the search is
-   repeated at that scale.
-5. **Drifts.** A slow drift reaches PELT as a staircase of level shifts. Each stretch's change points are
-   re-chosen by exact dynamic programming over PELT's candidates, where a segment is a level, a
-   least-squares line, or a level that turns into a line continuing from it (`Sums.turning`). A line's
-   slope costs `3 ln n` like a change: a drift is a change of the metric's behaviour, priced as MBIC prices
-   one. A turning level costs the same and no more: the night it turns and its slope are the two
-   parameters of a level shift, its place and its size. A binary-segmentation pass with the level and line
-   costs adds the start of a drift that shows no step. A staircase whose steps are flat and jump
-   (`_staircase`, tests in the model that nests both readings) is not allowed to become a line: a few
-   short regimes shifting one way otherwise beat a line's price without being a drift.
-6. **Localisation.** Each change point is moved to the maximum-likelihood night between its neighbours
-   (the profile likelihood of the two segments' models), and its likely nights are every split whose
-   likelihood ratio to the best is within `LOCATION_LR_95`: the nights the data cannot tell apart.
-
-A change of spread that comes with a jump of the mean (larger than MBIC allows at the two stretches'
-scales) is a level shift; without one it is a spread change; level shifts inside the likely nights of a
-change of spread are that change. A regime that moves along a line is a drift, whatever opened it.
-
-7. **Judged again** (`_merge`). Steps 4-6 price each stretch's changes at a scale measured around levels,
-   and step 1 reads a change of slope as a change of spread (a first difference carries the slope). On
-   the finished fit every change is asked again, weakest first, and removed while it saves less than the
-   price: a change of level or slope at the long-run scale of the whole fit's residuals (a line laid on a
-   curve leaves a bowl of nights alike), a change of spread on the variance of the differences of the
-   residuals around each side's own level or line.
-
-A regime needs `MIN_REGIME` nights. Not a tuned constant but the definition: a level seen on one or two
-nights is indistinguishable from outliers, and the outlier step above removes exactly such excursions.
+Penalised likelihood segmentation under a Gaussian model (between changes a level or a line, one noise
+scale per stretch), every search over all nights being ruptures' exact C PELT over a sum of squares; the
+richer models are fitted on the candidates it returns. Every price is derived from the model (MBIC, Zhang &
+Siegmund 2007), none tuned to data. The steps, numbered as the comments below cite them, and why each is
+as it is: docs/analytics.md, "How regimes are found".
 """
 
 from __future__ import annotations
@@ -200,60 +149,17 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         sigma = within
         starts = pelt((part - median(part)) / sigma, per_night)
     y = (part - median(part)) / sigma
-    sums = Sums(y)
+    costs = _Costs(y, per_night)
     blocked = np.zeros(y.size, dtype=bool)
-    no_line = np.zeros(y.size + 1)  # prefix counts of `blocked`
-
-    def cost(a: Any, b: Any) -> tuple[Any, Any]:
-        """A segment's cost (sum of squares in sigma^2 units, a line's slope priced like a change)."""
-        level = sums.level_sse(a, b)
-        line = sums.line(a, b)[0] + _slope_price(a, b, y.size, per_night)
-        line = np.where(no_line[b] > no_line[a], np.inf, line)
-        return np.minimum(level, line), line < level
-
-    def turn(a: int, b: int) -> tuple[float, int, tuple[int, int]]:
-        """The best level on `a:b` that turns into a line from it: cost, the night it turns, likely nights.
-        Its turn and slope are the two parameters of a level shift, its place and size: one change."""
-        if b - a < 2 * MIN_REGIME or no_line[b] > no_line[a]:
-            return math.inf, a, (a, a)
-        sse, turns = sums.turning(a, b)
-        k = int(np.argmin(sse))
-        likely = turns[sse - sse[k] <= LOCATION_LR_95]
-        price = float(_slope_price(a, b, y.size, per_night))
-        return float(sse[k]) + price, int(turns[k]), (int(likely.min()), int(likely.max()))
-
-    def unit(a: Any, b: int) -> Any:
-        """The cost of the nights from each of `a` to `b` as a level, a line or a level that turns."""
-        turned = np.array([turn(int(x), b)[0] for x in a])
-        return np.asarray(np.minimum(cost(a, b)[0], turned))
-
-    def expand(bounds: list[int]) -> tuple[list[int], list[bool], dict[int, tuple[int, int]]]:
-        """Each segment's model: the bounds with every turn added, which segments are drifts, and the
-        turns (by position) with their likely nights."""
-        out: list[int] = []
-        drifts: list[bool] = []
-        turns: dict[int, tuple[int, int]] = {}
-        for a, b in itertools.pairwise([*bounds, y.size]):
-            plain, line = cost(a, b)
-            turned, at, likely = turn(a, b)
-            if turned < float(plain):
-                turns[len(out) + 1] = likely
-                out += [a, at]
-                drifts += [False, True]
-            else:
-                out.append(a)
-                drifts.append(bool(line))
-        return out, drifts, turns
-
     while True:
-        bounds = _best_subset(list(starts), y.size, unit, per_night)
-        bounds = _add_splits(expand(bounds)[0], y.size, cost, per_night)
-        bounds, drifting, turns = expand(_best_subset(bounds, y.size, unit, per_night))
-        bounds, intervals = _localise(bounds, y.size, cost, turns)
+        bounds = _best_subset(list(starts), y.size, costs.unit, per_night)
+        bounds = _add_splits(costs.expand(bounds)[0], y.size, costs.cost, per_night)
+        bounds, drifting, turns = costs.expand(_best_subset(bounds, y.size, costs.unit, per_night))
+        bounds, intervals = _localise(bounds, y.size, costs.cost, turns)
         ends = [*bounds[1:], y.size]
         # A turn keeps its model; the other segments are asked again where they now lie.
         drifting = [
-            d if i in turns else bool(cost(a, b)[1])
+            d if i in turns else bool(costs.cost(a, b)[1])
             for i, (a, b, d) in enumerate(zip(bounds, ends, drifting, strict=True))
         ]
         stepped = _stepped_drifts(y, bounds, drifting, turns, starts)
@@ -261,9 +167,9 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
             break
         for a, b in stepped:
             blocked[a:b] = True
-        no_line[1:] = np.cumsum(blocked)
+        costs.no_line[1:] = np.cumsum(blocked)
     slopes = [
-        float(sums.line(a, b)[1]) * sigma if d else 0.0
+        float(costs.sums.line(a, b)[1]) * sigma if d else 0.0
         for a, b, d in zip(bounds, ends, drifting, strict=True)
     ]
     return _Stretch(
@@ -276,6 +182,58 @@ def _fit_stretch(cleaned: Array, sigma: float, start: int, stop: int, per_night:
         tuple(slopes),
         tuple((start + lo, start + hi) for lo, hi in intervals),
     )
+
+
+class _Costs:
+    """The cost of a segment of one stretch's nights `y` (in sigma units) as a level, a line or a level
+    that turns into a line; `no_line` counts, as prefix sums, the nights where no line may lie."""
+
+    def __init__(self, y: Array, per_night: float) -> None:
+        self.y = y
+        self.per_night = per_night
+        self.sums = Sums(y)
+        self.no_line = np.zeros(y.size + 1)
+
+    def cost(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """A segment's cost (sum of squares in sigma^2 units, a line's slope priced like a change)."""
+        level = self.sums.level_sse(a, b)
+        line = self.sums.line(a, b)[0] + _slope_price(a, b, self.y.size, self.per_night)
+        line = np.where(self.no_line[b] > self.no_line[a], np.inf, line)
+        return np.minimum(level, line), line < level
+
+    def turn(self, a: int, b: int) -> tuple[float, int, tuple[int, int]]:
+        """The best level on `a:b` that turns into a line from it: cost, the night it turns, likely nights.
+        Its turn and slope are the two parameters of a level shift, its place and size: one change."""
+        if b - a < 2 * MIN_REGIME or self.no_line[b] > self.no_line[a]:
+            return math.inf, a, (a, a)
+        sse, turns = self.sums.turning(a, b)
+        k = int(np.argmin(sse))
+        likely = turns[sse - sse[k] <= LOCATION_LR_95]
+        price = float(_slope_price(a, b, self.y.size, self.per_night))
+        return float(sse[k]) + price, int(turns[k]), (int(likely.min()), int(likely.max()))
+
+    def unit(self, a: Any, b: int) -> Any:
+        """The cost of the nights from each of `a` to `b` as a level, a line or a level that turns."""
+        turned = np.array([self.turn(int(x), b)[0] for x in a])
+        return np.asarray(np.minimum(self.cost(a, b)[0], turned))
+
+    def expand(self, bounds: list[int]) -> tuple[list[int], list[bool], dict[int, tuple[int, int]]]:
+        """Each segment's model: the bounds with every turn added, which segments are drifts, and the
+        turns (by position) with their likely nights."""
+        out: list[int] = []
+        drifts: list[bool] = []
+        turns: dict[int, tuple[int, int]] = {}
+        for a, b in itertools.pairwise([*bounds, self.y.size]):
+            plain, line = self.cost(a, b)
+            turned, at, likely = self.turn(a, b)
+            if turned < float(plain):
+                turns[len(out) + 1] = likely
+                out += [a, at]
+                drifts += [False, True]
+            else:
+                out.append(a)
+                drifts.append(bool(line))
+        return out, drifts, turns
 
 
 def _stepped_drifts(
@@ -406,16 +364,8 @@ def _localise(
 
 def _staircase(y: Array, steps: list[int], turn: int) -> bool:
     """Whether nights the search fits with a line (from night `turn` on; a level before it) are rather
-    the staircase of level shifts at `steps`: flat steps that jump.
-
-    The two readings are not nested, and at the MBIC price a few equal shifts at equal spacing are a
-    line. Both are nested in their union, a level per step plus the line's slope (the encompassing
-    model). A staircase is flat within its steps: the slope adds nothing to the steps (5%), while the
-    steps add to the line (5%, chi-square with a degree per jump). A drift cut into steps is the other
-    way round. PELT placed the steps where the nights jump, which within a drift flattens the slope seen
-    inside them; so the steps are first moved to where the encompassing model puts them, jointly with
-    the slope, and the tests are made there.
-    """
+    the staircase of level shifts at `steps`: flat steps that jump, tested in the model that nests both
+    readings once the steps are placed jointly with the slope (step 6)."""
     if len(steps) < 2:
         return False
     sums = Sums(y, np.maximum(0.0, np.arange(y.size, dtype=np.float64) - (turn - 1)))

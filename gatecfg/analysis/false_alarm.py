@@ -1,30 +1,10 @@
 """False-alarm estimates: how likely a gate is to fail tomorrow's nightly when nothing regressed.
 
-The estimate is the probability that a new value, drawn from the metric's own distribution, falls outside
-the values the gate lets pass today (its band as `evaluate` would build it, intersected with its
-`limits`). Two ways to know the distribution:
-
-* **binomial**, exact: the metric is the mean of `n` Bernoulli trials (a reward over 16 rollouts), with
-  `n` declared as `trials: n` or detected from the values (every value a multiple of 1/n, and a spread
-  that a binomial could have). `p` is the mean of the values. The 16-coin reward with ref 0.521875 and
-  `rel_down: 0.2` fails on 6 heads or fewer: P(X <= 6 | 16, 0.5) = 22.7%.
-* **empirical**, smoothed: a Gaussian kernel density over the values with Scott's bandwidth, its points
-  shrunk toward their mean so that the density keeps the sample variance (Silverman 1986, §6.4.1). A raw
-  fraction of 20 values cannot say anything below 5%; the smoothed tail can. Values that are all
-  positive (norms, KLs, rates: right-skewed) are smoothed in log space, where they are near symmetric;
-  a Gaussian kernel on the raw values would put far too little mass in their long upper tail.
-
-The distribution comes from the newest `window` nightly values that nobody untrusted by hand, not from the
-trusted baseline: a trusted-only window has had its low draws removed by the gate itself (they failed and
-were stored untrusted), so it describes the metric too kindly. That difference is the ratchet.
-
-A gate over many steps fails a night when more steps fail than it tolerates; its estimate combines the
-steps' probabilities as independent (a Poisson-binomial tail). Steps of one run are usually positively
-correlated, which makes the "any step fails" estimate an upper bound.
-
-* **budget**: a `budget` gate is calibrated, from its own window, to fail a clean night with probability
-  `false_alarm` whatever its steps (gatecfg/budget.py; benchmarks/gate_quality.py measures it), so that is
-  its estimate once the window holds enough nights.
+The probability that a new value, drawn from the metric's own distribution (binomial when it is a mean of
+`trials`, else a smoothed empirical density; a budget gate's own `false_alarm`), falls outside what the
+gate lets pass today. The distribution is read from the newest values nobody untrusted by hand, not from
+the trusted baseline, which the gate itself has cleared of low draws. Why each choice:
+docs/calibration.md, "False-alarm estimates".
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def _gate_rows(test: TestView, series: SeriesView, *, link: bool) -> str:
 
 def _noise(gates: Sequence[GateView]) -> str:
     """How many of these gates noise alone fails on a night where nothing regressed: the sum of their
-    estimated false-alarm rates (docs/evaluate.md, "noise alone")."""
+    estimated false-alarm rates (docs/evaluate.md, "Reports", **noise alone**)."""
     known = [g.estimate.probability for g in gates if g.estimate is not None]
     if not known:
         return f"noise alone: not known for these {len(gates)} gates (no estimate yet)"

@@ -212,9 +212,10 @@ def pelt(standardised: Array, penalty: float) -> tuple[int, ...]:
 def _ekcpd_pelt_l2() -> Callable[..., Any]:
     """ruptures' C PELT for the linear kernel (what `KernelCPD(kernel="linear").predict(pen=)` runs).
 
-    `import ruptures` imports every detector and cost, and with them scipy.stats and scipy.spatial: about
-    a second of a `gatecfg regimes` process. The compiled search needs none of it, so its extension module
-    is loaded on its own; should a ruptures release move it, the public class is used instead.
+    `import ruptures` imports every detector and cost, and with them scipy.stats and scipy.spatial: 1.3 to
+    1.7 s, against 0.01-0.02 s for the extension module alone, which the compiled search is; and
+    tests/test_light_imports.py pins that `regimes` imports no scipy. Should a ruptures release move it,
+    the public class is used instead.
 
     Kept for speed by benchmarks/bench.py (`gatecfg regimes` as a process); held equal to the public
     class by tests/test_regimes.py::test_the_public_ruptures_class_finds_what_the_c_search_finds.

@@ -143,26 +143,20 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.scatter(
         trusted, [values[i] for i in trusted], s=9, color=COLORS["value"], label="in the baseline", zorder=3
     )
-    if untrusted:
-        ax.scatter(
-            untrusted,
-            [values[i] for i in untrusted],
-            s=28,
-            marker="x",
-            color=COLORS["fail"],
-            label="out of the baseline (failed)",
-            zorder=4,
-        )
-    if by_hand:
-        ax.scatter(
-            by_hand,
-            [values[i] for i in by_hand],
-            s=28,
-            marker="x",
-            color=COLORS["untrusted_by_hand"],
-            label="untrusted by hand",
-            zorder=4,
-        )
+    for marked, color, label in (
+        (untrusted, "fail", "out of the baseline (failed)"),
+        (by_hand, "untrusted_by_hand", "untrusted by hand"),
+    ):
+        if marked:
+            ax.scatter(
+                marked,
+                [values[i] for i in marked],
+                s=28,
+                marker="x",
+                color=COLORS[color],
+                label=label,
+                zorder=4,
+            )
     failed = [i for i, n in enumerate(nights) if n.status in ("fail", "error")]
     if failed:
         ax.scatter(

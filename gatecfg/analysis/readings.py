@@ -1,15 +1,7 @@
-"""Which reading of a nightly series holds: levels and lines in noise (`changepoints.levels`), or a random
-walk whose drift and step size change; `detect`, the regimes `gatecfg regimes` reports.
-
-Steps 1-10 of docs/analytics.md read the nights as levels and lines in noise that does not accumulate. A
-random walk (a yearly economic figure, a count that grows: each night is the last plus a step) has no
-level to hold, and read that way every stretch of it is a level of its own. So where the levels reading
-finds a change, the same search also runs on the night-to-night differences, whose levels are a walk's
-drifts, and the walk is reported where its penalised likelihood (AR(1) noise in both readings, the same
-prices) beats the levels reading's by Vuong's (1989) one-sided 5% test of non-nested models; a staircase
-of a few shifts is read by both, and stays levels (step 11). A positive metric whose noise grows with its
-level (a timing, a count that grows) is read in logs as well, and reported as read there where that is
-likelier by the same test, the Jacobian making the two likelihoods comparable (step 12).
+"""Which reading of a nightly series holds: levels and lines in noise (`changepoints.levels`), a random
+walk whose drift and step size change, each in the metric's units or in logs, chosen by Vuong's (1989)
+one-sided test of their penalised likelihoods; `detect`, the regimes `gatecfg regimes` reports
+(docs/analytics.md, "How regimes are found", steps 11 and 12).
 """
 
 from __future__ import annotations

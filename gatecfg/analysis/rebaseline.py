@@ -1,20 +1,6 @@
-"""New absolute limits for a gate, from the runs of its current regime only.
-
-The team practice this replaces: "5% allowance from min/max of the last 20 runs", recalibrated by hand
-after every intentional change. Here the runs are the current regime (found by `regimes`, or given as
-`--since` / `--last`), so a rebaseline after a shift never mixes in the level the code left behind. A
-current regime that drifts gets no proposal: limits fitted to a moving metric are out of date within days,
-and a drift is a finding to chase, not a level to settle on (`--last` / `--since` choose runs anyway).
-
-* `minmax`: `min - allowance*|min|` and `max + allowance*|max|` over every value of the regime (every
-  stored step of the gate: limits apply to each step alike).
-* `quantile`: the same from the 5th and 95th percentiles, for a regime that holds a few stray nights the
-  limits should not stretch to. Up to 5% of the regime's nights lie beyond each percentile; the allowance
-  usually covers them, and `would_fail` counts the ones it does not.
-
-Limits are rounded outward to 4 significant digits, so a written limit never tightens what was computed.
-The sides proposed are the ones the gate already limits; a gate without limits gets the sides its band
-closes (both for a tracked gate).
+"""New absolute limits for a gate, from the runs of its current regime only (found by `regimes`, or given
+as `--since` / `--last`): `minmax` or `quantile` of the regime's values, widened by the allowance and
+rounded outward. A regime that drifts gets no proposal. docs/analytics.md, "`gatecfg rebaseline`".
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from types import MappingProxyType
 from gatecfg.analysis.importer import Entry, Export, ImportedRun, Scratch, checked, entry_of
 from gatecfg.dates import parse_date
 from gatecfg.errors import InputError, Location
+from gatecfg.gate_files import display_path
 from gatecfg.records import read_records
-from gatecfg.resolve import display_path
 
 NAME_PATTERN = r"(?P<date>\d{4}-\d{2}-\d{2})(?:_(?P<commit>[0-9a-fA-F]{7,40}))?(?:_.*)?"
 PATTERN_HINT = (

@@ -11,9 +11,10 @@ from gatecfg.analysis.backtest import Against, GateReport, Tally, backtest
 from gatecfg.analysis.replayer import Shift, describe_policy, replayed_policy, stored_runs
 from gatecfg.band import fmt
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.gate_files import display_path
 from gatecfg.gitrev import load_tree_at
 from gatecfg.report.labels import series_text
-from gatecfg.resolve import GateTree, ResolvedTest, display_path, load_tree
+from gatecfg.resolve import GateTree, ResolvedTest, load_tree
 from gatecfg.store import Store
 from gatecfg.terminal import TextReport, stage
 from gatecfg.wording import plural
@@ -164,15 +165,7 @@ def _text(
             f"detects: each night judged again with {inject.text} injected (never stored), against the same "
             "baseline; the share that fails"
         )
-    # A gate over all its steps has a row of its own (step None); without `per_step` its steps' rows are
-    # only counted: one 10,000-step gate would otherwise print thousands of them.
-    whole = {(r.test, r.coordinate) for r in reports if r.step is None}
-    hidden: dict[tuple[str, str], int] = {}
-    if not per_step:
-        for r in reports:
-            if r.step is not None and (r.test, r.coordinate) in whole:
-                hidden[(r.test, r.coordinate)] = hidden.get((r.test, r.coordinate), 0) + 1
-        reports = [r for r in reports if r.step is None or (r.test, r.coordinate) not in whole]
+    reports, hidden = _hidden(reports, per_step=per_step)
     by_test: dict[tuple[str, str], list[GateReport]] = {}
     for r in reports:
         labels = series_text(r.labels) or "none"
@@ -185,22 +178,8 @@ def _text(
             f"{name}  (labels {labels}; window {policy.window}, baseline {policy.baseline}, "
             f"reference {policy.reference})"
         )
-        # A line per gate (or step), wrapped at words: eleven figures a row make no table that fits a
-        # CI log's 80 columns without folding words.
         for r in rows:
-            alt = r.other[1]
-            where = "all steps" if r.step is None else f"step {'last' if r.step == -1 else r.step}"
-            parts = [
-                f"{r.metric}, {where}: {r.tally.replayed} replayed, {r.tally.judged} judged, "
-                f"{r.tally.failures} failed ({_rate(r.tally)})",
-                *([] if inject is None else [f"detects {inject.text}: {_detects(r)}"]),
-                f"estimate {'-' if r.estimate is None else r.estimate.describe()}",
-                f"ref {_drift(r.tally)}",
-                f"with baseline {other}: {alt.failures} failed ({_rate(alt)}), ref {_drift(alt)}",
-                *([_over_promise(r)] if r.over_promise else []),
-                f"{len(r.flips)} flip{'s' * (len(r.flips) != 1)}",
-            ]
-            out.line("  " + "; ".join(parts), indent=4)
+            out.line("  " + _gate_line(r, other, inject), indent=4)
         for r in rows:
             if (r.test, r.coordinate) in hidden:
                 count = hidden[(r.test, r.coordinate)]
@@ -222,3 +201,37 @@ def _text(
     if not reports:
         out.line("no stored runs hold the values of these gates: nothing to replay")
     return out.text()
+
+
+def _hidden(
+    reports: Sequence[GateReport], *, per_step: bool
+) -> tuple[Sequence[GateReport], dict[tuple[str, str], int]]:
+    """The rows shown, and how many step rows are only counted per gate. A gate over all its steps has a
+    row of its own (step None); without `per_step` its steps' rows are only counted: one 10,000-step gate
+    would otherwise print thousands of them."""
+    whole = {(r.test, r.coordinate) for r in reports if r.step is None}
+    hidden: dict[tuple[str, str], int] = {}
+    if per_step:
+        return reports, hidden
+    for r in reports:
+        if r.step is not None and (r.test, r.coordinate) in whole:
+            hidden[(r.test, r.coordinate)] = hidden.get((r.test, r.coordinate), 0) + 1
+    return [r for r in reports if r.step is None or (r.test, r.coordinate) not in whole], hidden
+
+
+def _gate_line(r: GateReport, other: str, inject: Shift | None) -> str:
+    """A gate's (or step's) figures on one line, wrapped at words: eleven figures a row make no table
+    that fits a CI log's 80 columns without folding words."""
+    alt = r.other[1]
+    where = "all steps" if r.step is None else f"step {'last' if r.step == -1 else r.step}"
+    parts = [
+        f"{r.metric}, {where}: {r.tally.replayed} replayed, {r.tally.judged} judged, "
+        f"{r.tally.failures} failed ({_rate(r.tally)})",
+        *([] if inject is None else [f"detects {inject.text}: {_detects(r)}"]),
+        f"estimate {'-' if r.estimate is None else r.estimate.describe()}",
+        f"ref {_drift(r.tally)}",
+        f"with baseline {other}: {alt.failures} failed ({_rate(alt)}), ref {_drift(alt)}",
+        *([_over_promise(r)] if r.over_promise else []),
+        f"{len(r.flips)} flip{'s' * (len(r.flips) != 1)}",
+    ]
+    return "; ".join(parts)

@@ -9,7 +9,7 @@ is a renamed test: the series is what keeps one test's values out of another tes
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from gatecfg.gitrev import Comparison, commit_of, diff_against, head_commit
 from gatecfg.keys import series_key
 from gatecfg.rekey import Rekeyed, stored_under
 from gatecfg.report.labels import series_text
-from gatecfg.store import Store
+from gatecfg.store import CoordinateSummary, Store
 from gatecfg.store.links import Carry
 
 
@@ -48,47 +48,17 @@ def carry_command(
         raise InputError(refused)
     base_commit = commit_of(base, gates)
     commit = commit or head_commit(gates)  # the commit the carry is made on
-    now = datetime.now(UTC)
     with Store.open(db) as store:
         summaries = store.summaries(tests=sorted({r.old.test for r in selected}))
-        items: list[Carry] = []
-        empty: list[Rekeyed] = []
-        for r in selected:
-            found = stored_under(r.old, summaries, series_key(r.old.test, labels) if labels else None)
-            if not found:
-                empty.append(r)
-            items += [
-                Carry(
-                    coordinate=r.new.coordinate(s.spec.series_key),
-                    from_coordinate=s.spec.coordinate,
-                    series_key=s.spec.series_key,
-                    test=r.new.test,
-                    metric=r.new.metric,
-                    steps_key=r.new.steps_key,
-                    constraint_key=r.new.constraint_key,
-                    from_constraint_key=r.old.constraint_key,
-                    reason=reason.strip(),
-                    commit=commit,
-                    base_commit=base_commit,
-                    created_at=now,
-                )
-                for s in found
-            ]
+        items, empty = _carries(
+            selected, summaries, labels, reason=reason.strip(), commit=commit, base_commit=base_commit
+        )
         if dry_run:
             active = {(c.coordinate, c.from_coordinate) for c in store.carries(active_only=True)}
             created = [(item.coordinate, item.from_coordinate) not in active for item in items]
         else:
             created = store.carry(items) if items else []
-    values = {s.spec.coordinate: s for s in summaries}
-    for item, new in zip(items, created, strict=True):
-        held = values[item.from_coordinate]
-        state = "already carried" if not new else "would carry" if dry_run else "carried"
-        print(
-            f"{state}: {item.test}: {item.metric}{_labels(item.series_key)}\n"
-            f"  {item.coordinate} continues {item.from_coordinate}: {held.n_values} stored values "
-            f"({held.n_trusted_values} trusted)\n"
-            f"  constraint {item.from_constraint_key} -> {item.constraint_key}"
-        )
+    _print_carries(items, created, summaries, dry_run=dry_run)
     for r in empty:
         print(f"nothing stored under the old key of {r.new.test}: {r.new.metric}: no history to carry")
     if dry_run:
@@ -107,6 +77,58 @@ def carry_command(
     elif items:
         print("nothing new recorded: every carry was already active (`gatecfg history` shows when and why)")
     return EXIT_OK
+
+
+def _carries(
+    selected: Sequence[Rekeyed],
+    summaries: Sequence[CoordinateSummary],
+    labels: Mapping[str, str] | None,
+    *,
+    reason: str,
+    commit: str | None,
+    base_commit: str | None,
+) -> tuple[list[Carry], list[Rekeyed]]:
+    """A carry per stored coordinate under each re-keyed gate's old key, and the gates with none."""
+    now = datetime.now(UTC)
+    items: list[Carry] = []
+    empty: list[Rekeyed] = []
+    for r in selected:
+        found = stored_under(r.old, summaries, series_key(r.old.test, labels) if labels else None)
+        if not found:
+            empty.append(r)
+        items += [
+            Carry(
+                coordinate=r.new.coordinate(s.spec.series_key),
+                from_coordinate=s.spec.coordinate,
+                series_key=s.spec.series_key,
+                test=r.new.test,
+                metric=r.new.metric,
+                steps_key=r.new.steps_key,
+                constraint_key=r.new.constraint_key,
+                from_constraint_key=r.old.constraint_key,
+                reason=reason,
+                commit=commit,
+                base_commit=base_commit,
+                created_at=now,
+            )
+            for s in found
+        ]
+    return items, empty
+
+
+def _print_carries(
+    items: Sequence[Carry], created: Sequence[bool], summaries: Sequence[CoordinateSummary], *, dry_run: bool
+) -> None:
+    values = {s.spec.coordinate: s for s in summaries}
+    for item, new in zip(items, created, strict=True):
+        held = values[item.from_coordinate]
+        state = "already carried" if not new else "would carry" if dry_run else "carried"
+        print(
+            f"{state}: {item.test}: {item.metric}{_labels(item.series_key)}\n"
+            f"  {item.coordinate} continues {item.from_coordinate}: {held.n_values} stored values "
+            f"({held.n_trusted_values} trusted)\n"
+            f"  constraint {item.from_constraint_key} -> {item.constraint_key}"
+        )
 
 
 def undo_command(

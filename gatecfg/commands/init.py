@@ -27,8 +27,8 @@ from urllib.parse import unquote, urlsplit
 from gatecfg import __version__
 from gatecfg.errors import EXIT_OK, InputError, Location, Problem
 from gatecfg.escape import quoted
+from gatecfg.gate_files import BASE_NAME, display_path
 from gatecfg.models import name_problem
-from gatecfg.resolve import BASE_NAME, display_path
 from gatecfg.settings import CONFIG_NAME, gates_root
 from gatecfg.textio import write_text
 

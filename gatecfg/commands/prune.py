@@ -17,8 +17,9 @@ from itertools import groupby
 from pathlib import Path
 
 from gatecfg.errors import EXIT_OK, InputError, Location
+from gatecfg.gate_files import display_path
 from gatecfg.report.labels import series_text
-from gatecfg.resolve import GateTree, ResolvedGate, display_path, load_tree
+from gatecfg.resolve import GateTree, ResolvedGate, load_tree
 from gatecfg.store import CoordinateSummary, Store
 from gatecfg.store.links import Carry
 from gatecfg.store.retention import Retained

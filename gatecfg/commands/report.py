@@ -14,13 +14,14 @@ from gatecfg.analysis.false_alarm import Estimate, current_estimates
 from gatecfg.analysis.html import GateView, SeriesView, TestView, index_page, page_of_test
 from gatecfg.analysis.interactive import RunIndex, curve_chart, nights_chart
 from gatecfg.analysis.plots import Chart, Curve, render
-from gatecfg.analysis.regimes import find_regimes
+from gatecfg.analysis.regimes import Regimes, find_regimes
 from gatecfg.analysis.series import Night, analysable, nights_of, step_name
 from gatecfg.errors import EXIT_OK, InputError, Location
 from gatecfg.escape import html_text
 from gatecfg.following import broken_promise
+from gatecfg.gate_files import display_path
 from gatecfg.keys import series_key
-from gatecfg.resolve import ResolvedGate, ResolvedTest, display_path, load_tree
+from gatecfg.resolve import ResolvedGate, ResolvedTest, load_tree
 from gatecfg.select import step_ranges
 from gatecfg.store import HistoryRow, RunRow, Store
 from gatecfg.terminal import stage
@@ -174,7 +175,6 @@ def _gate_view(
     step = failing[0] if failing else max(by_step) if by_step else None
     nights = by_step.get(step, []) if step is not None else []
     found = find_regimes(gate.metric, step, analysable(nights), coordinates) if step is not None else None
-    latest_id = latest.run.run_id if latest else None
     statuses = [n.status for ns in by_step.values() for n in ns if n.run_id == latest_id]
     status = min(statuses, key=STATUS_ORDER.__getitem__) if statuses else "none"
     value = next((n.value for n in reversed(nights) if n.run_id == latest_id), None)
@@ -194,34 +194,11 @@ def _gate_view(
     else:
         markup = nights_chart(chart, runs)
     if len(tonight) > 1:
-        curve = Curve(
-            title=f"{gate.metric}: the latest run over its steps",
-            salt=f"{salt}|curve",
-            steps=list(tonight),
-            values=[n.value for n in tonight.values()],
-            refs=[n.ref for n in tonight.values()],
-            los=[n.lo for n in tonight.values()],
-            his=[n.hi for n in tonight.values()],
-            sds=[n.sd for n in tonight.values()],
-            statuses=[n.status for n in tonight.values()],
+        assert latest_id is not None  # the latest run holds `tonight`'s values
+        markup = (
+            _curve(gate, tonight, latest_id, writer, runs=runs, anchor=anchor, image_dir=image_dir, salt=salt)
+            + markup
         )
-        if runs is None:
-            name = f"{image_dir}/{_slug(anchor)}-steps.png"
-            writer.write(name, render(curve, "png"))
-            alt = html_text(curve.title)
-            src = html_text(name.split("/", 1)[1])
-            markup = f'<img class="curve" src="{src}" alt="{alt}" width="900" height="340">{markup}'
-        else:
-            assert latest_id is not None  # the latest run holds `tonight`'s values
-            markup = curve_chart(curve, runs.position[latest_id]) + markup
-    current = found.regimes[-1] if found and found.regimes else None
-    last_shift = (
-        f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d}"
-        + ("" if current.kind == "level" else f", {current.kind}")
-        + ")"
-        if current is not None and current.start_index > 0
-        else None
-    )
     return GateView(
         gate=gate,
         anchor=anchor,
@@ -231,8 +208,52 @@ def _gate_view(
         value=value,
         estimate=estimate,
         regimes=len(found.regimes) if found else 0,
-        last_shift=last_shift,
+        last_shift=_last_shift(found),
         chart=markup,
+    )
+
+
+def _curve(
+    gate: ResolvedGate,
+    tonight: dict[int, Night],
+    latest_id: str,
+    writer: _Writer,
+    *,
+    runs: RunIndex | None,
+    anchor: str,
+    image_dir: str,
+    salt: str,
+) -> str:
+    """The latest run's curve over its steps: interactive against `runs`, else a PNG file beside the page."""
+    curve = Curve(
+        title=f"{gate.metric}: the latest run over its steps",
+        salt=f"{salt}|curve",
+        steps=list(tonight),
+        values=[n.value for n in tonight.values()],
+        refs=[n.ref for n in tonight.values()],
+        los=[n.lo for n in tonight.values()],
+        his=[n.hi for n in tonight.values()],
+        sds=[n.sd for n in tonight.values()],
+        statuses=[n.status for n in tonight.values()],
+    )
+    if runs is not None:
+        return curve_chart(curve, runs.position[latest_id])
+    name = f"{image_dir}/{_slug(anchor)}-steps.png"
+    writer.write(name, render(curve, "png"))
+    alt = html_text(curve.title)
+    src = html_text(name.split("/", 1)[1])
+    return f'<img class="curve" src="{src}" alt="{alt}" width="900" height="340">'
+
+
+def _last_shift(found: Regimes | None) -> str | None:
+    """Where the current regime started (its commit, date and kind), if not at the first night."""
+    current = found.regimes[-1] if found and found.regimes else None
+    return (
+        f"{(current.first_commit or current.first_run)[:12]} ({current.start_date:%Y-%m-%d}"
+        + ("" if current.kind == "level" else f", {current.kind}")
+        + ")"
+        if current is not None and current.start_index > 0
+        else None
     )
 
 

@@ -129,10 +129,9 @@ def dumps_indented(value: Any) -> str:
     """Exactly `json.dumps(value, indent=2, allow_nan=False)`, at C speed for the scalars.
 
     Kept for speed by benchmarks/bench.py (`JSON report of N verdicts`); held equal to `json.dumps` by
-    tests/test_fuzz.py::test_the_report_emitter_writes_what_json_dumps_writes.
-
-    With `indent` set, json encodes in pure Python: 40,000 verdicts took 1.5 s. This walks the plain
-    dicts, lists and scalars of a report and lets the C string encoder do the strings.
+    tests/test_fuzz.py::test_the_report_emitter_writes_what_json_dumps_writes. 40,000 verdicts: json with
+    `indent` (pure Python) 0.42 s, this 0.23 s. orjson takes 0.01 s but writes other bytes (`0.00001` for
+    `1e-05`, raw UTF-8 for `\\u00e9`, `null` for NaN instead of an error), which the test pins as json's.
     """
     parts: list[str] = []
     try:
